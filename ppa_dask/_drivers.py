@@ -1,0 +1,221 @@
+"""Two drivers for the same per-block kernels: numpy blocks in memory, and Dask chunks.
+
+A driver answers two questions, each with exactly one pass over the data:
+
+* ``first_pass()``: count, mean, scatter and non-finite counts (:func:`kernels.first_moments`);
+* ``step_pass(spec)``: bring every block to the residual of the step being fitted (applying the
+  previous step, fused into the same pass) and return the merged step moments
+  (:func:`kernels.pass_kernel`).
+
+The Dask driver maps the kernels over chunks and merges their results with a tree reduction in
+the chunk/combine/aggregate manner of ``dask.array.reductions`` (aggregation is the small algebra
+in :mod:`ppa_dask._algebra`, done on the client). Between passes it keeps the residual persisted
+on the workers, or recomputes it from the source by re-applying the fitted steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from . import kernels
+
+RESIDUAL_CACHES = ("auto", "persist", "recompute")
+
+
+@dataclass
+class StepSpec:
+    """What a pass needs to know about the step being fitted (all known before the pass)."""
+
+    direction: np.ndarray
+    offset: float
+    scale: float
+    max_degree: int
+    seed: int
+    n_folds: int
+
+
+def local_rows(sorted_index, start, stop):
+    """The entries of a sorted global row index that fall in ``[start, stop)``, made local."""
+    lo, hi = np.searchsorted(sorted_index, [start, stop])
+    return sorted_index[lo:hi] - start
+
+
+def single_blas_thread():
+    """Limit BLAS to one thread: much faster than threaded BLAS on block-sized products."""
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+class NumpyDriver:
+    """In-memory driver: loops the kernels over row blocks, keeping the residual per block."""
+
+    def __init__(self, X, block_rows=8192):
+        self.X = X
+        self.n_samples, self.n_features = X.shape
+        self.block_rows = int(block_rows)
+        self._residual = None  # list of float64 residual blocks, made by the first step pass
+        self._applied = 0  # number of fitted steps already applied to the residual
+        self.n_passes = 0
+
+    def _blocks(self):
+        for start in range(0, self.n_samples, self.block_rows):
+            yield start, slice(start, min(start + self.block_rows, self.n_samples))
+
+    def first_pass(self, sample_index):
+        self.n_passes += 1
+        with single_blas_thread():
+            parts = [
+                kernels.first_moments(self.X[rows], local_rows(sample_index, rows.start, rows.stop))
+                for _, rows in self._blocks()
+            ]
+        return kernels.combine_first_moments(parts)
+
+    def step_pass(self, mean, steps, spec):
+        self.n_passes += 1
+        if self._residual is None:
+            # the first step pass centres the source; later ones update the kept residual
+            sources = [self.X[rows] for _, rows in self._blocks()]
+            center = mean
+        else:
+            sources, center = self._residual, None
+        pending = tuple(steps[self._applied :])
+        residual, parts = [], []
+        with single_blas_thread():
+            for (start, _), block in zip(self._blocks(), sources):
+                Y, moments = kernels.pass_kernel(
+                    block, start, center, pending, spec.direction, spec.offset, spec.scale,
+                    spec.max_degree, spec.seed, spec.n_folds,
+                )
+                residual.append(Y)
+                parts.append(moments)
+        # blocks, not one array: each pass replaces them without copying into place
+        self._residual, self._applied = residual, len(steps)
+        return kernels.combine_step_moments(parts)
+
+    def close(self):
+        self._residual = None
+
+
+def _tree_reduce(parts, combine, split_every):
+    """Combine a list of delayed partial results in a tree of fan-in ``split_every``."""
+    import dask
+
+    combine_task = dask.delayed(combine, pure=True)
+    while len(parts) > 1:
+        parts = [
+            combine_task(parts[i : i + split_every]) for i in range(0, len(parts), split_every)
+        ]
+    return parts[0]
+
+
+def _cluster_memory_bytes():
+    """Total worker memory of the current distributed Client, or available RAM without one."""
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        client = None
+    if client is not None:
+        workers = client.scheduler_info(n_workers=-1).get("workers", {})
+        limits = [w.get("memory_limit") or 0 for w in workers.values()]
+        if limits and all(limits):
+            return float(sum(limits))
+    import psutil
+
+    return float(psutil.virtual_memory().available)
+
+
+def _uses_local_scheduler():
+    try:
+        from distributed import default_client
+
+        default_client()
+        return False
+    except (ImportError, ValueError):
+        return True
+
+
+class DaskDriver:
+    """Dask driver: kernels mapped over row chunks, moments tree-reduced.
+
+    Parameters
+    ----------
+    X : dask.array.Array
+        Chunked along rows; feature chunks are merged here.
+    residual_cache : {"auto", "persist", "recompute"}
+        ``"persist"`` keeps the current residual in worker memory between passes (one read of
+        the source in all, one read and write of the residual per step); ``"recompute"`` reads
+        the source every pass and re-applies the fitted steps per block (no memory beyond a
+        block). ``"auto"`` persists when the float64 residual takes at most half of the
+        cluster's memory (the local machine's available memory without a Client).
+    split_every : int
+        Fan-in of the moment tree reduction.
+    """
+
+    def __init__(self, X, residual_cache="auto", split_every=8):
+        if X.numblocks[1] != 1:
+            X = X.rechunk({1: -1})
+        self.X = X
+        self.n_samples, self.n_features = X.shape
+        self.split_every = int(split_every)
+        row_chunks = X.chunks[0]
+        self.starts = np.concatenate([[0], np.cumsum(row_chunks)[:-1]]).astype(int).tolist()
+        self.source_blocks = list(X.to_delayed().ravel())
+        if residual_cache == "auto":
+            needed = 8.0 * self.n_samples * self.n_features
+            residual_cache = "persist" if needed <= 0.5 * _cluster_memory_bytes() else "recompute"
+        self.residual_cache = residual_cache
+        self._residual = None
+        self._applied = 0
+        self.n_passes = 0
+
+    def _compute(self, *objs):
+        import dask
+
+        guard = single_blas_thread() if _uses_local_scheduler() else contextlib.nullcontext()
+        with guard:
+            return dask.compute(*objs)
+
+    def first_pass(self, sample_index):
+        import dask
+
+        self.n_passes += 1
+        chunk = dask.delayed(kernels.first_moments, pure=True)
+        stops = self.starts[1:] + [self.n_samples]
+        parts = [
+            chunk(block, local_rows(sample_index, start, stop))
+            for block, start, stop in zip(self.source_blocks, self.starts, stops)
+        ]
+        (total,) = self._compute(_tree_reduce(parts, kernels.combine_first_moments, self.split_every))
+        return total
+
+    def step_pass(self, mean, steps, spec):
+        import dask
+
+        self.n_passes += 1
+        keep = self.residual_cache == "persist"
+        if keep and self._residual is not None:
+            blocks, center, pending = self._residual, None, tuple(steps[self._applied :])
+        else:
+            blocks, center, pending = self.source_blocks, mean, tuple(steps)
+        chunk = dask.delayed(kernels.pass_kernel, pure=True, nout=2)
+        outs = [
+            chunk(block, start, center, pending, spec.direction, spec.offset, spec.scale,
+                  spec.max_degree, spec.seed, spec.n_folds)
+            for block, start in zip(blocks, self.starts)
+        ]
+        moments = _tree_reduce([o[1] for o in outs], kernels.combine_step_moments, self.split_every)
+        if keep:
+            guard = single_blas_thread() if _uses_local_scheduler() else contextlib.nullcontext()
+            with guard:
+                residual, moments = dask.persist([o[0] for o in outs], moments)
+            self._residual, self._applied = residual, len(steps)
+        (total,) = self._compute(moments)
+        return total
+
+    def close(self):
+        self._residual = None

@@ -1,0 +1,457 @@
+"""Per-block numpy kernels of Principal Polynomial Analysis.
+
+Every function here is pure: it takes a block of rows (samples) and small parameter arrays and
+returns new arrays. The in-memory driver loops them over slices of a numpy array, the Dask driver
+maps them over chunks; no mathematics is written anywhere else.
+
+Notation (DESIGN.md section 2, kept in the ambient ``d``-dimensional frame):
+
+* ``Y`` is the residual after ``p - 1`` steps, a block of shape ``(n, d)``.
+* A step holds the leading vector ``e`` (``d``), the regression coefficients ``U`` (``d x (g+1)``,
+  already rotated into the ambient frame, ``U = E W``), the affine map to the basis coordinate
+  ``t = (alpha - offset) / scale`` and the training range ``[lo, hi]`` of ``t``.
+* ``alpha = Y e`` and ``Y_next = Y - alpha e^T - v(t) U^T``.
+
+The polynomial basis is the Chebyshev family on ``t``; ``offset`` and ``scale`` map the range of
+``alpha`` (estimated before the pass from a fixed row sample) onto about ``[-1, 1]``, where the
+basis is well conditioned for any distribution of ``alpha`` (Hermite polynomials, orthogonal for
+Gaussian data, are badly conditioned on compact ones such as a helix's). The basis is continued
+linearly (C1) outside the training range, which keeps ``det J = 1`` and the closed-form inverse
+while ``transform`` of far-away points stays finite.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "StepParams",
+    "ModelParams",
+    "chebyshev_basis",
+    "row_hash",
+    "basis_with_extension",
+    "fold_labels",
+    "first_moments",
+    "combine_first_moments",
+    "step_moments",
+    "combine_step_moments",
+    "step_forward",
+    "pass_kernel",
+    "transform_block",
+    "inverse_block",
+    "jacobian_block",
+    "residual_norms_block",
+]
+
+
+class StepParams(NamedTuple):
+    """Fitted parameters of one PPA step (small arrays; cheap to ship to workers)."""
+
+    direction: np.ndarray  # (d,) leading vector e_p in the ambient frame
+    coef: np.ndarray  # (d, g+1) ambient regression coefficients U_p = E_p W_p
+    offset: float  # basis coordinate t = (alpha - offset) / scale
+    scale: float
+    lo: float  # training range of t; the basis is continued linearly outside it
+    hi: float
+
+    def coordinate(self, alpha):
+        return (alpha - self.offset) / self.scale
+
+
+class ModelParams(NamedTuple):
+    """Everything the block kernels need to apply a fitted model."""
+
+    mean: np.ndarray  # (d,)
+    steps: tuple  # of StepParams
+    residual_basis: np.ndarray  # (d, d - k) orthonormal basis of the residual after k steps
+    output_scale: np.ndarray | None  # divide outputs by this (whitening) or None
+
+
+# --------------------------------------------------------------------------------------------
+# polynomial basis
+# --------------------------------------------------------------------------------------------
+
+
+def _chebyshev_rows(s, degree, derivatives, out=None):
+    """Chebyshev values and derivatives as contiguous rows: shape (derivatives+1, degree+1, n).
+
+    Rows (not columns) keep every recurrence step a contiguous vector operation.
+    """
+    n = s.shape[0]
+    if out is None:
+        out = np.empty((derivatives + 1, degree + 1, n))
+    for k in range(derivatives + 1):
+        # k-th derivative of T_{j+1} = 2 s T_j - T_{j-1}:
+        #   D^k T_{j+1} = 2 s D^k T_j - D^k T_{j-1} + 2k D^{k-1} T_j
+        D = out[k]
+        D[0] = 1.0 if k == 0 else 0.0
+        if degree >= 1:
+            D[1] = s if k == 0 else (1.0 if k == 1 else 0.0)
+        for j in range(1, degree):
+            np.multiply(s, D[j], out=D[j + 1])
+            D[j + 1] *= 2.0
+            D[j + 1] -= D[j - 1]
+            if k:
+                D[j + 1] += (2.0 * k) * out[k - 1, j]
+    return out
+
+
+def chebyshev_basis(s, degree, derivatives=1):
+    """Chebyshev polynomials ``T_0 .. T_degree`` of ``s`` and their derivatives.
+
+    Parameters
+    ----------
+    s : ndarray of shape (n,)
+    degree : int
+    derivatives : int
+        How many derivatives (with respect to ``s``) to return beside the values.
+
+    Returns
+    -------
+    list of ndarray of shape (n, degree + 1)
+        ``[V, V', V'', ...]`` with ``V[:, j] = T_j(s)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> V, D = chebyshev_basis(np.array([0.0, 0.5]), 2)
+    >>> V.tolist(), D.tolist()
+    ([[1.0, 0.0, -1.0], [1.0, 0.5, -0.5]], [[0.0, 1.0, 0.0], [0.0, 1.0, 2.0]])
+    """
+    rows = _chebyshev_rows(np.asarray(s, dtype=np.float64), degree, derivatives)
+    return [r.T for r in rows]
+
+
+def _extended_rows(t, degree, lo, hi, derivatives=0, out=None):
+    """Rows ``(derivatives+1, degree+1, n)`` of the basis continued linearly outside [lo, hi]."""
+    if not (np.isfinite(lo) or np.isfinite(hi)):
+        return _chebyshev_rows(t, degree, derivatives, out)
+    tc = np.clip(t, lo, hi)
+    rows = _chebyshev_rows(tc, degree, derivatives, out)
+    beyond = np.flatnonzero(tc != t)
+    if beyond.size:
+        # tangent at the nearest end: values gain slope * distance, derivatives freeze there
+        edge = _chebyshev_rows(tc[beyond], degree, 1)
+        rows[0][:, beyond] += edge[1] * (t - tc)[beyond]
+        if derivatives >= 1:
+            rows[1][:, beyond] = edge[1]
+        for k in range(2, derivatives + 1):
+            rows[k][:, beyond] = 0.0
+    return rows
+
+
+def basis_with_extension(t, degree, lo, hi, derivatives=0):
+    """Chebyshev basis continued as a C1 straight line outside ``[lo, hi]``.
+
+    Inside the training range this is :func:`chebyshev_basis`. Outside, each basis function is its
+    tangent at the nearest end of the range, so values grow linearly (no overflow) and the first
+    derivative is continuous. Higher derivatives are zero outside the range.
+
+    Returns ``V`` (shape ``(n, degree + 1)``) alone when ``derivatives == 0``, else the list
+    ``[V, V', ...]``.
+    """
+    rows = _extended_rows(np.asarray(t, dtype=np.float64), degree, lo, hi, derivatives)
+    return rows[0].T if derivatives == 0 else [r.T for r in rows]
+
+
+# --------------------------------------------------------------------------------------------
+# fold membership: a function of (seed, global row index) only
+# --------------------------------------------------------------------------------------------
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _splitmix64(z):
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def row_hash(start, stop, seed):
+    """64-bit SplitMix64 hash of the global row indices ``start .. stop-1`` under ``seed``."""
+    with np.errstate(over="ignore"):
+        key = _splitmix64(np.array([seed], dtype=np.uint64))[0]
+        state = key + (np.arange(start, stop, dtype=np.uint64) + np.uint64(1)) * _GOLDEN
+        return _splitmix64(state)
+
+
+def fold_labels(start, stop, seed, n_folds):
+    """Cross-validation fold of global rows ``start .. stop-1``.
+
+    The label of a row depends on nothing but ``seed`` and its global index, so folds (and so the
+    fitted model) do not change with chunking or the number of workers.
+
+    Examples
+    --------
+    >>> a = fold_labels(0, 10, seed=3, n_folds=2)
+    >>> b = np.concatenate([fold_labels(0, 4, 3, 2), fold_labels(4, 10, 3, 2)])
+    >>> bool((a == b).all())
+    True
+    """
+    return (row_hash(start, stop, seed) % np.uint64(n_folds)).astype(np.intp)
+
+
+# --------------------------------------------------------------------------------------------
+# moments
+# --------------------------------------------------------------------------------------------
+
+
+def first_moments(X, sample_rows=None):
+    """Count, mean, centred scatter, non-finite counts and chosen rows of a block.
+
+    ``sample_rows`` (block-local indices of a row sample fixed on the client from the seed and
+    the row count) are returned with their values, so the client can estimate the range of each
+    step's ``alpha`` before that step's pass. Merge the dicts with :func:`combine_first_moments`
+    (Chan's parallel update).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    if sample_rows is None:
+        sample_rows = np.empty(0, dtype=np.intp)
+    out = dict(n=n, sample=X[sample_rows], n_nan=np.zeros(d, np.int64), n_inf=np.zeros(d, np.int64))
+    if n == 0:
+        return dict(out, mean=np.zeros(d), scatter=np.zeros((d, d)))
+    mean = (X.T @ np.ones(n)) / n  # a matrix-vector product: faster than a strided reduction
+    Xc = X - mean
+    scatter = Xc.T @ Xc
+    if not (np.isfinite(mean).all() and np.isfinite(scatter).all()):
+        # rare path: count what is wrong; the fit refuses these data
+        out["n_nan"] = np.isnan(X).sum(axis=0)
+        out["n_inf"] = np.isinf(X).sum(axis=0)
+        if not (out["n_nan"].any() or out["n_inf"].any()):
+            out["n_inf"] = (~np.isfinite(Xc * Xc)).sum(axis=0)  # finite, but squares overflow
+        return dict(out, mean=np.zeros(d), scatter=np.zeros((d, d)))
+    return dict(out, mean=mean, scatter=scatter)
+
+
+def combine_first_moments(parts):
+    """Merge a list of :func:`first_moments` dicts (Chan et al.'s pairwise update)."""
+    parts = list(parts)
+    out = parts[0]
+    for other in parts[1:]:
+        na, nb = out["n"], other["n"]
+        n = na + nb
+        if n == 0:
+            mean, scatter = out["mean"], out["scatter"]
+        else:
+            delta = other["mean"] - out["mean"]
+            mean = out["mean"] + delta * (nb / n)
+            scatter = out["scatter"] + other["scatter"] + np.outer(delta, delta) * (na * nb / n)
+        out = dict(
+            n=n,
+            mean=mean,
+            scatter=scatter,
+            n_nan=out["n_nan"] + other["n_nan"],
+            n_inf=out["n_inf"] + other["n_inf"],
+            sample=np.concatenate([out["sample"], other["sample"]]),
+        )
+    return out
+
+
+def step_moments(Y, start, direction, offset, scale, degree, seed=0, n_folds=1):
+    """Moments of one block for the regression of a PPA step, per cross-validation fold.
+
+    With ``alpha = Y e``, ``t = (alpha - offset) / scale`` and ``v = T(t)`` (Chebyshev up to
+    ``degree``, the largest candidate) it returns, for each fold ``f`` (one fold when
+    ``n_folds == 1``)::
+
+        n[f]   rows in the fold
+        vv[f]  sum v v^T                 (g+1, g+1)
+        yv[f]  sum y v^T                 (d, g+1)
+        zz[f]  sum ||y||^2 - alpha^2     (squared norm of the part orthogonal to e)
+
+    plus ``tmin``/``tmax``, the range of ``t``. Residuals are centred, so these raw sums are the
+    shifted sums of a stable merge.
+    """
+    n, d = Y.shape
+    alpha = Y @ direction
+    t = (alpha - offset) / scale
+    V = _chebyshev_rows(t, degree, 0)[0]  # (g+1, n)
+    vv = np.empty((n_folds, degree + 1, degree + 1))
+    yv = np.empty((n_folds, d, degree + 1))
+    zz = np.empty(n_folds)
+    counts = np.empty(n_folds, dtype=np.int64)
+    flat = Y.reshape(-1) if Y.flags.c_contiguous else np.ravel(Y)
+    vv[-1] = V @ V.T
+    yv[-1] = (V @ Y).T
+    zz[-1] = flat @ flat - alpha @ alpha
+    counts[-1] = n
+    if n_folds > 1:
+        # folds 0..F-2 by 0/1 weights on the basis rows; the last fold is the total minus them
+        folds = fold_labels(start, start + n, seed, n_folds)
+        zsq = np.einsum("ij,ij->i", Y, Y) - alpha * alpha
+        for f in range(n_folds - 1):
+            weight = (folds == f).astype(np.float64)
+            Vf = V * weight
+            vv[f] = Vf @ V.T
+            yv[f] = (Vf @ Y).T
+            zz[f] = weight @ zsq
+            counts[f] = int(weight.sum())
+        vv[-1] -= vv[:-1].sum(axis=0)
+        yv[-1] -= yv[:-1].sum(axis=0)
+        zz[-1] -= zz[:-1].sum()
+        counts[-1] -= counts[:-1].sum()
+    tmin = float(t.min()) if n else np.inf
+    tmax = float(t.max()) if n else -np.inf
+    return dict(n=counts, vv=vv, yv=yv, zz=zz, tmin=tmin, tmax=tmax)
+
+
+def combine_step_moments(parts):
+    """Merge a list of :func:`step_moments` dicts (sums, and min/max of the range)."""
+    parts = list(parts)
+    out = dict(parts[0])
+    for other in parts[1:]:
+        for key in ("n", "vv", "yv", "zz"):
+            out[key] = out[key] + other[key]
+        out["tmin"] = min(out["tmin"], other["tmin"])
+        out["tmax"] = max(out["tmax"], other["tmax"])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# applying steps
+# --------------------------------------------------------------------------------------------
+
+
+def _step_matrix(step):
+    """``[e; U^T]``: one product applies the projection and the curve of a step."""
+    return np.vstack([step.direction[None, :], step.coef.T])
+
+
+def step_forward(Y, step):
+    """Apply one fitted step to a residual block: returns ``(alpha, Y_next)``.
+
+    ``Y_next = Y - [alpha, v(t)] [e; U^T]`` with a single matrix product.
+    """
+    alpha = Y @ step.direction
+    degree = step.coef.shape[1] - 1
+    A = np.empty((degree + 2, alpha.shape[0]))
+    A[0] = alpha
+    _extended_rows(step.coordinate(alpha), degree, step.lo, step.hi, 0, out=A[None, 1:])
+    out = A.T @ _step_matrix(step)
+    np.subtract(Y, out, out=out)
+    return alpha, out
+
+
+def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed, n_folds):
+    """One fused pass over a block: bring it to the current residual, then take step moments.
+
+    ``center`` (the mean, or None when the block is already a residual) and ``steps`` (the
+    fitted steps still to apply) turn the stored block into the residual of the step being
+    fitted; then :func:`step_moments` runs on it. Returns ``(residual_block, moments)`` so a
+    driver can keep the residual for the next pass.
+    """
+    Y = np.asarray(X, dtype=np.float64)
+    if center is not None:
+        Y = Y - center
+    for step in steps:
+        _, Y = step_forward(Y, step)
+    return Y, step_moments(Y, start, direction, offset, scale, degree, seed, n_folds)
+
+
+def _check_block_finite(X, start, what="X"):
+    bad = ~np.isfinite(X)
+    if bad.any():
+        rows = np.flatnonzero(bad.any(axis=1)) + start
+        cols = np.flatnonzero(bad.any(axis=0)).tolist()
+        raise ValueError(
+            f"{what} contains {int(bad.sum())} NaN or inf values in columns {cols} "
+            f"(first bad row {int(rows[0])}); PPA needs finite input."
+        )
+
+
+def transform_block(X, model, n_out, start=0):
+    """PPA coefficients of a block of samples: ``(n, n_out)``.
+
+    Columns are ``alpha_1 .. alpha_k`` followed, when ``n_out > k``, by the residual after ``k``
+    steps in ``model.residual_basis`` coordinates; divided by ``model.output_scale`` when set.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    _check_block_finite(X, start)
+    Y = X - model.mean
+    k = len(model.steps)
+    out = np.empty((X.shape[0], n_out))
+    for p, step in enumerate(model.steps[:n_out]):
+        out[:, p], Y = step_forward(Y, step)
+    if n_out > k:
+        out[:, k:] = Y @ model.residual_basis
+    if model.output_scale is not None:
+        out /= model.output_scale[:n_out]
+    return out
+
+
+def inverse_block(R, model, start=0):
+    """Samples from PPA coefficients (closed-form inverse), ``(n, d)``.
+
+    ``R`` may have fewer columns than the model outputs: with ``m`` columns the residual after
+    step ``m`` is taken as zero and steps ``m .. 1`` are undone, so the error of this
+    reconstruction is exactly the residual the model leaves after ``m`` steps (paper, eq. 7).
+    """
+    R = np.asarray(R, dtype=np.float64)
+    _check_block_finite(R, start, what="R")
+    m = R.shape[1]
+    if model.output_scale is not None:
+        R = R * model.output_scale[:m]
+    k = len(model.steps)
+    n_steps = min(m, k)
+    Y = np.zeros((R.shape[0], model.mean.shape[0]))
+    if m > k:
+        Y += R[:, k:] @ model.residual_basis.T
+    for p in range(n_steps - 1, -1, -1):
+        step = model.steps[p]
+        alpha = R[:, p]
+        degree = step.coef.shape[1] - 1
+        A = np.empty((degree + 2, alpha.shape[0]))
+        A[0] = alpha
+        _extended_rows(step.coordinate(alpha), degree, step.lo, step.hi, 0, out=A[None, 1:])
+        Y += A.T @ _step_matrix(step)
+    return Y + model.mean
+
+
+def jacobian_block(X, model):
+    """Analytic Jacobian ``dR/dx`` of the (unwhitened) map, shape ``(n, d, d)``.
+
+    Rows are ``alpha_1 .. alpha_k`` and then the residual in ``residual_basis`` coordinates. Each
+    step multiplies the running derivative of the residual by the shear
+    ``I - (e + u) e^T`` with ``u = U v'(t) / scale`` (paper eq. 13-14 in the ambient frame),
+    so the determinant is 1.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    _check_block_finite(X, 0)
+    n, d = X.shape
+    Y = X - model.mean
+    G = np.broadcast_to(np.eye(d), (n, d, d)).copy()  # d(residual)/dx
+    J = np.empty((n, d, d))
+    for p, step in enumerate(model.steps):
+        e = step.direction
+        alpha = Y @ e
+        degree = step.coef.shape[1] - 1
+        V, D = _extended_rows(step.coordinate(alpha), degree, step.lo, step.hi, 1)
+        dalpha = np.einsum("j,njk->nk", e, G)
+        J[:, p, :] = dalpha
+        slope = e[None, :] + (D.T @ step.coef.T) / step.scale  # d(alpha e + U v)/d alpha
+        G -= slope[:, :, None] * dalpha[:, None, :]
+        Y = Y - alpha[:, None] * e[None, :] - V.T @ step.coef.T
+    k = len(model.steps)
+    J[:, k:, :] = np.einsum("jm,njk->nmk", model.residual_basis, G)
+    return J
+
+
+def residual_norms_block(X, model):
+    """Sum over the block of ``||residual after k steps||^2`` for k = 0..len(steps).
+
+    By the structure of the inverse this is exactly the squared reconstruction error of the
+    k-component reconstruction (see :func:`inverse_block`), in input units.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    _check_block_finite(X, 0)
+    Y = X - model.mean
+    sums = [np.einsum("ij,ij->", Y, Y)]
+    for step in model.steps:
+        _, Y = step_forward(Y, step)
+        sums.append(np.einsum("ij,ij->", Y, Y))
+    return np.array(sums)

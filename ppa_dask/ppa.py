@@ -1,0 +1,520 @@
+"""The PPA estimator (scikit-learn API) on numpy and Dask arrays."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _algebra, kernels
+from ._drivers import RESIDUAL_CACHES, DaskDriver, NumpyDriver, StepSpec, single_blas_thread
+
+__all__ = ["PPA"]
+
+# rows kept on the client to estimate each step's range of alpha before its pass
+_RANGE_SAMPLE_ROWS = 8192
+
+
+def _is_dask(X):
+    try:
+        import dask.array as da
+    except ImportError:  # pragma: no cover - dask is a dependency
+        return False
+    return isinstance(X, da.Array)
+
+
+class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Principal Polynomial Analysis: PCA with curved, invertible, volume-preserving axes.
+
+    Each of the ``d - 1`` sequential steps projects the residual on its leading eigenvector
+    (``alpha_p``) and subtracts a polynomial in ``alpha_p`` that predicts the conditional mean of
+    the remaining dimensions (Laparra et al., 2014). The fit makes one pass over the data for the
+    mean and covariance and one per step; each pass returns only small moment matrices, so the
+    same code fits numpy arrays in memory and Dask arrays far larger than memory.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        ``None`` fits all ``d - 1`` steps and ``transform`` returns ``d`` columns
+        ``[alpha_1, ..., alpha_{d-1}, last residual]``. An int ``k < d`` fits ``k`` steps and
+        returns ``k`` columns.
+    degree : int or iterable of int, default=(1, 2, 3, 4, 5)
+        A fixed polynomial degree for every step, or candidate degrees from which one per step is
+        chosen by ``cv``-fold cross-validation, scored from per-fold moments gathered in the
+        step's single pass.
+    cv : int, default=2
+        Number of folds for degree selection (2 is the paper's half split). A row's fold depends
+        only on ``random_state`` and its global row index, so chunking never changes the result.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the fold assignment.
+    whiten : bool, default=False
+        Divide each output coefficient by its standard deviation (the generalised Mahalanobis
+        metric of the paper); ``inverse_transform`` undoes it.
+    extrapolation : {"linear", "polynomial"}, default="linear"
+        How each polynomial continues beyond the range of ``alpha`` seen in training.
+        ``"linear"`` continues it along its tangent (C1), which keeps ``det J = 1`` and the exact
+        inverse while ``transform`` of any finite input stays finite; ``"polynomial"`` evaluates
+        the raw polynomial everywhere (it can overflow far from the data).
+    residual_cache : {"auto", "persist", "recompute"}, default="auto"
+        For Dask input: keep the residual between passes in worker memory, or recompute it from
+        the source each pass; ``"auto"`` persists when it takes at most half the cluster memory.
+    block_rows : int, default=8192
+        Rows per block for numpy input (a block of residual and basis should fit in cache).
+
+    Attributes
+    ----------
+    mean_ : ndarray of shape (n_features,)
+    leading_vectors_ : ndarray of shape (n_steps, n_features)
+        Leading vector ``e_p`` of each step in the input frame (orthonormal rows; the entry of
+        largest magnitude is positive).
+    coefficients_ : ndarray of shape (n_steps, n_features, max_degree + 1)
+        Polynomial coefficients of each step in the input frame, on the Chebyshev basis of
+        ``t = (alpha_p - offset) / scale`` (``basis_intervals_[p]``), zero-padded beyond
+        ``degrees_[p]``.
+    basis_intervals_ : ndarray of shape (n_steps, 2)
+        ``(offset, scale)`` of each step's basis coordinate, from the range of ``alpha_p`` on a
+        fixed row sample (a function of ``random_state`` and the row index only).
+    alpha_ranges_ : ndarray of shape (n_steps, 2)
+        Training range of each ``alpha_p``; the linear extrapolation starts at its ends.
+    residual_basis_ : ndarray of shape (n_features, n_features - n_steps)
+        Orthonormal basis of the residual left after the last step.
+    degrees_ : ndarray of shape (n_steps,)
+    cv_scores_ : ndarray of shape (n_steps, n_candidates) or None
+        Cross-validated mean squared error per sample for each candidate degree (None when
+        ``degree`` is fixed).
+    explained_variance_ : ndarray of shape (n_components_,)
+        Variance of each output coefficient (``ddof=1``, as scikit-learn's PCA).
+    residual_variance_ : ndarray of shape (n_steps + 1,)
+        Mean squared norm of the residual after 0..n_steps steps: the training reconstruction
+        error with that many components.
+    n_components_ : int
+        Number of output columns.
+    n_features_in_ : int
+    n_samples_ : int
+    n_passes_ : int
+        Passes made over the data by ``fit`` (one for the mean and covariance, one per step).
+    residual_cache_ : str
+        The residual strategy used (Dask input) or ``"memory"`` (numpy input).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ppa_dask import PPA
+    >>> rng = np.random.default_rng(0)
+    >>> t = rng.uniform(-1, 1, 2000)
+    >>> X = np.column_stack([t, t**2 + 0.01 * rng.normal(size=2000), rng.normal(size=2000) * 0.1])
+    >>> model = PPA(degree=2, random_state=0).fit(X)
+    >>> R = model.transform(X)
+    >>> bool(np.allclose(model.inverse_transform(R), X))
+    True
+    """
+
+    def __init__(
+        self,
+        n_components=None,
+        degree=(1, 2, 3, 4, 5),
+        cv=2,
+        random_state=None,
+        whiten=False,
+        extrapolation="linear",
+        residual_cache="auto",
+        block_rows=8192,
+    ):
+        self.n_components = n_components
+        self.degree = degree
+        self.cv = cv
+        self.random_state = random_state
+        self.whiten = whiten
+        self.extrapolation = extrapolation
+        self.residual_cache = residual_cache
+        self.block_rows = block_rows
+
+    # ---------------------------------------------------------------------------------------
+    # validation
+    # ---------------------------------------------------------------------------------------
+
+    def _candidate_degrees(self):
+        degree = self.degree
+        if isinstance(degree, numbers.Integral) and not isinstance(degree, bool):
+            candidates, fixed = [int(degree)], True
+        else:
+            try:
+                candidates = list(degree)
+            except TypeError:
+                raise TypeError(
+                    f"degree must be an int or an iterable of ints, got {degree!r}"
+                ) from None
+            if not candidates:
+                raise ValueError("degree must not be an empty iterable of candidate degrees")
+            if not all(isinstance(g, numbers.Integral) and not isinstance(g, bool) for g in candidates):
+                raise TypeError(f"degree candidates must be ints, got {candidates!r}")
+            candidates = sorted({int(g) for g in candidates})
+            fixed = len(candidates) == 1
+        if candidates[0] < 1:
+            raise ValueError(f"degree must be >= 1, got {self.degree!r}")
+        return candidates, fixed
+
+    def _check_params(self, n_samples, n_features):
+        candidates, fixed = self._candidate_degrees()
+        if not fixed:
+            if not isinstance(self.cv, numbers.Integral) or isinstance(self.cv, bool) or self.cv < 2:
+                raise ValueError(f"cv must be an int >= 2, got {self.cv!r}")
+        if self.n_components is None:
+            n_steps = n_features - 1
+        else:
+            k = self.n_components
+            if not isinstance(k, numbers.Integral) or isinstance(k, bool) or not 1 <= k < n_features:
+                raise ValueError(
+                    f"n_components must be None or an int with 1 <= n_components < n_features "
+                    f"= {n_features}, got {k!r}"
+                )
+            n_steps = int(k)
+        if self.extrapolation not in ("linear", "polynomial"):
+            raise ValueError(
+                f"extrapolation must be 'linear' or 'polynomial', got {self.extrapolation!r}"
+            )
+        if self.residual_cache not in RESIDUAL_CACHES:
+            raise ValueError(
+                f"residual_cache must be one of {RESIDUAL_CACHES}, got {self.residual_cache!r}"
+            )
+        if not isinstance(self.block_rows, numbers.Integral) or self.block_rows < 1:
+            raise ValueError(f"block_rows must be a positive int, got {self.block_rows!r}")
+        max_degree = candidates[-1]
+        folds = 1 if fixed else int(self.cv)
+        needed = folds * (max_degree + 1) if folds > 1 else max_degree + 1
+        if n_samples < needed:
+            what = (
+                f"{folds}-fold cross-validation of degrees up to {max_degree} needs at least "
+                f"{max_degree + 1} rows per fold"
+                if folds > 1
+                else f"degree {max_degree} needs at least {max_degree + 1} rows"
+            )
+            raise ValueError(f"X has {n_samples} sample(s); {what} ({needed} in all).")
+        return candidates, fixed, n_steps
+
+    def _validate_dask(self, X, reset, name="X"):
+        if X.ndim != 2:
+            raise ValueError(f"Expected a 2D array for {name}, got a {X.ndim}D Dask array.")
+        if not (np.issubdtype(X.dtype, np.floating) or np.issubdtype(X.dtype, np.integer)):
+            raise TypeError(f"{name} must hold real numbers, got Dask array of dtype {X.dtype}.")
+        if any(np.isnan(c) for c in X.chunks[0]):
+            raise ValueError(f"{name} has unknown chunk sizes; call compute_chunk_sizes() first.")
+        if X.shape[1] < 2:
+            raise ValueError(
+                f"Found array with {X.shape[1]} feature(s) (shape={X.shape}) while a minimum of 2 "
+                "is required by PPA."
+            )
+        if X.shape[0] < 1:
+            raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}); PPA needs samples.")
+        if reset:
+            self.n_features_in_ = X.shape[1]
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        elif X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but PPA is expecting {self.n_features_in_} "
+                "features as input."
+            )
+        if X.numblocks[1] != 1:
+            X = X.rechunk({1: -1})
+        return X
+
+    @staticmethod
+    def _report_nonfinite(n_nan, n_inf, name="X"):
+        bad = n_nan + n_inf
+        if bad.any():
+            cols = np.flatnonzero(bad).tolist()
+            raise ValueError(
+                f"{name} contains {int(n_nan.sum())} NaN and {int(n_inf.sum())} inf values, in "
+                f"columns {cols}; PPA needs finite input (drop or impute those samples)."
+            )
+
+    # ---------------------------------------------------------------------------------------
+    # fit
+    # ---------------------------------------------------------------------------------------
+
+    def fit(self, X, y=None):
+        """Fit the model, one pass over ``X`` for the moments and one per step.
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array of shape (n_samples, n_features)
+            numpy input is fitted in memory; a Dask array is fitted blockwise on the current
+            distributed Client if there is one, else on Dask's default scheduler.
+        y : ignored
+
+        Returns
+        -------
+        self : PPA
+        """
+        if _is_dask(X):
+            X = self._validate_dask(X, reset=True)
+        else:
+            X = validate_data(
+                self, X, reset=True, dtype=[np.float64, np.float32], ensure_all_finite=False,
+                ensure_min_features=2, ensure_min_samples=1, copy=False,
+            )
+            # NaN/inf are counted per column in the first pass, before anything is stored
+        n_samples, n_features = X.shape
+        candidates, fixed, n_steps = self._check_params(n_samples, n_features)
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        n_folds = 1 if fixed else int(self.cv)
+
+        if _is_dask(X):
+            driver = DaskDriver(X, residual_cache=self.residual_cache)
+            cache = driver.residual_cache
+        else:
+            driver = NumpyDriver(X, block_rows=self.block_rows)
+            cache = "memory"
+        try:
+            fitted = self._fit_steps(driver, candidates, fixed, n_steps, seed, n_folds)
+        finally:
+            driver.close()
+        for name, value in fitted.items():
+            setattr(self, name, value)
+        self.n_passes_ = driver.n_passes
+        self.residual_cache_ = cache
+        return self
+
+    def _fit_steps(self, driver, candidates, fixed, n_steps, seed, n_folds):
+        """The sequence of steps: small algebra on the client between passes."""
+        n_total = driver.n_samples
+        sample_index = np.sort(
+            np.random.default_rng([seed, n_total]).choice(
+                n_total, size=min(n_total, _RANGE_SAMPLE_ROWS), replace=False
+            )
+        )
+        first = driver.first_pass(sample_index)
+        self._report_nonfinite(first["n_nan"], first["n_inf"])
+        n, mean = first["n"], first["mean"]
+        C = first["scatter"] / n
+        d = mean.shape[0]
+        total_variance = float(np.trace(C))
+        # the fixed row sample follows the fitted steps on the client, so each step's basis
+        # interval (the range of its alpha) is known before that step's pass
+        sample = first["sample"] - mean
+        basis = np.eye(d)
+        steps, degrees, scores, variances, residual = [], [], [], [], [total_variance]
+        max_degree = candidates[-1]
+        for _ in range(n_steps):
+            e, variance, next_basis = _algebra.leading_direction(C, basis)
+            offset, scale = _algebra.basis_interval(sample @ e, total_variance)
+            spec = StepSpec(e, offset, scale, max_degree, seed, n_folds)
+            moments = driver.step_pass(mean, steps, spec)
+            if not fixed:
+                smallest = int((n - moments["n"]).min())
+                if smallest < max_degree + 1:
+                    raise ValueError(
+                        f"a cross-validation training fold has {smallest} rows; degree "
+                        f"{max_degree} needs at least {max_degree + 1}. Use fewer folds, lower "
+                        "degrees or more samples."
+                    )
+                step_scores = _algebra.cv_scores(moments, e, candidates)
+                scores.append(step_scores)
+                chosen = candidates[int(np.argmin(step_scores))]
+            else:
+                chosen = candidates[0]
+            U, S_vv, S_zv = _algebra.fit_step(moments, e, next_basis, chosen)
+            if self.extrapolation == "linear":
+                lo, hi = float(moments["tmin"]), float(moments["tmax"])
+            else:
+                lo, hi = -np.inf, np.inf
+            step = kernels.StepParams(e, U, offset, scale, lo, hi)
+            steps.append(step)
+            degrees.append(chosen)
+            variances.append(variance)
+            C = _algebra.next_covariance(C, e, U, S_vv, S_zv, n)
+            residual.append(max(float(np.trace(C)), 0.0))
+            basis = next_basis
+            _, sample = kernels.step_forward(sample, step)
+
+        residual_basis = basis
+        if self.n_components is None:
+            residual_basis = _algebra.sign_fixed(basis[:, 0])[:, None]
+            last = residual_basis[:, 0]
+            variances.append(max(float(last @ C @ last), 0.0))
+        ddof = n / (n - 1) if n > 1 else 1.0
+        explained = np.asarray(variances) * ddof
+        padded = np.zeros((n_steps, d, max(degrees) + 1))
+        for p, step in enumerate(steps):
+            padded[p, :, : step.coef.shape[1]] = step.coef
+        return dict(
+            mean_=mean,
+            leading_vectors_=np.array([s.direction for s in steps]),
+            coefficients_=padded,
+            basis_intervals_=np.array([[s.offset, s.scale] for s in steps]),
+            alpha_ranges_=np.array([[s.offset + s.lo * s.scale, s.offset + s.hi * s.scale]
+                                    for s in steps]),
+            residual_basis_=residual_basis,
+            degrees_=np.array(degrees, dtype=int),
+            cv_scores_=None if fixed else np.array(scores),
+            explained_variance_=explained,
+            residual_variance_=np.array(residual),
+            n_components_=len(explained),
+            n_samples_=int(n),
+        )
+
+    # ---------------------------------------------------------------------------------------
+    # applying the model
+    # ---------------------------------------------------------------------------------------
+
+    def _model_params(self):
+        steps = []
+        for p, degree in enumerate(self.degrees_):
+            offset, scale = (float(v) for v in self.basis_intervals_[p])
+            lo, hi = (self.alpha_ranges_[p] - offset) / scale
+            coef = self.coefficients_[p, :, : degree + 1]
+            steps.append(kernels.StepParams(self.leading_vectors_[p], coef, offset, scale, lo, hi))
+        scale = np.sqrt(self.explained_variance_) if self.whiten else None
+        if scale is not None:
+            scale = np.where(scale > 0, scale, 1.0)
+        return kernels.ModelParams(self.mean_, tuple(steps), self.residual_basis_, scale)
+
+    def _check_input(self, X, name="X", width=None):
+        """Validate input for a fitted model; returns (array, is_dask)."""
+        check_is_fitted(self)
+        if _is_dask(X):
+            if width is None:
+                X = self._validate_dask(X, reset=False, name=name)
+            else:
+                if X.ndim != 2:
+                    raise ValueError(f"Expected a 2D array for {name}, got {X.ndim}D.")
+                if X.numblocks[1] != 1:
+                    X = X.rechunk({1: -1})
+            return X, True
+        if width is None:
+            X = validate_data(
+                self, X, reset=False, dtype=[np.float64, np.float32], copy=False,
+                ensure_all_finite=False,
+            )
+        else:
+            from sklearn.utils import check_array
+
+            X = check_array(
+                X, dtype=[np.float64, np.float32], input_name=name, ensure_all_finite=False
+            )
+        # the block kernels refuse NaN/inf, naming the count, the columns and the first bad row
+        return X, False
+
+    def transform(self, X):
+        """PPA coefficients of ``X``.
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array of shape (n_samples, n_features)
+
+        Returns
+        -------
+        R : ndarray or dask.array.Array of shape (n_samples, n_components_)
+            Lazy when ``X`` is a Dask array.
+        """
+        X, lazy = self._check_input(X)
+        model, n_out = self._model_params(), self.n_components_
+        if lazy:
+            return X.map_blocks(
+                _transform_chunk, model, n_out, dtype=np.float64,
+                chunks=(X.chunks[0], (n_out,)), meta=np.empty((0, 0)),
+            )
+        with single_blas_thread():
+            return kernels.transform_block(X, model, n_out)
+
+    def inverse_transform(self, X):
+        """Map PPA coefficients back to the input space (closed form).
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array of shape (n_samples, m), m <= n_components_
+            Coefficients as returned by ``transform``; with fewer columns than
+            ``n_components_`` the residual after step ``m`` is taken as zero, so
+            ``inverse_transform(transform(X)[:, :k])`` is the k-component reconstruction (its
+            squared error is the residual the model leaves after ``k`` steps, eq. 7 of the paper).
+
+        Returns
+        -------
+        X_rec : ndarray or dask.array.Array of shape (n_samples, n_features_in_)
+        """
+        R, lazy = self._check_input(X, name="R", width=True)
+        m = R.shape[1]
+        if not 1 <= m <= self.n_components_:
+            raise ValueError(
+                f"R has {m} columns; inverse_transform expects between 1 and n_components_ = "
+                f"{self.n_components_} PPA coefficients."
+            )
+        model, d = self._model_params(), self.n_features_in_
+        if lazy:
+            return R.map_blocks(
+                _inverse_chunk, model, dtype=np.float64, chunks=(R.chunks[0], (d,)),
+                meta=np.empty((0, 0)),
+            )
+        with single_blas_thread():
+            return kernels.inverse_block(R, model)
+
+    def jacobian(self, X):
+        """Analytic Jacobian ``dR/dx`` at each row of ``X`` (paper eq. 13-14).
+
+        The Jacobian is that of the volume-preserving map (before any whitening): rows are
+        ``alpha_1 .. alpha_k`` and then the residual after ``k`` steps in ``residual_basis_``
+        coordinates, so ``det J = 1`` everywhere.
+
+        Returns
+        -------
+        J : ndarray or dask.array.Array of shape (n_samples, n_features, n_features)
+        """
+        X, lazy = self._check_input(X)
+        model, d = self._model_params(), self.n_features_in_
+        if lazy:
+            return X.map_blocks(
+                kernels.jacobian_block, model, dtype=np.float64, new_axis=2,
+                chunks=(X.chunks[0], (d,), (d,)), meta=np.empty((0, 0, 0)),
+            )
+        with single_blas_thread():
+            return kernels.jacobian_block(X, model)
+
+    def reconstruction_errors(self, X):
+        """Mean squared reconstruction error for k = 0..n_steps components, in one pass.
+
+        Equal to the mean over rows of ``||x - inverse_transform(transform(x)[:, :k])||^2``
+        (k = 0 is the error of the mean alone), computed from the residual norms without
+        inverting.
+
+        Returns
+        -------
+        errors : ndarray of shape (n_steps + 1,)
+            Always computed (also for Dask input).
+        """
+        X, lazy = self._check_input(X)
+        model = self._model_params()
+        if lazy:
+            import dask
+
+            from ._drivers import _tree_reduce
+
+            chunk = dask.delayed(kernels.residual_norms_block, pure=True)
+            parts = [chunk(block, model) for block in X.to_delayed().ravel()]
+            (total,) = dask.compute(_tree_reduce(parts, sum, 8))
+        else:
+            with single_blas_thread():
+                total = kernels.residual_norms_block(X, model)
+        return total / X.shape[0]
+
+    @property
+    def _n_features_out(self):
+        return self.n_components_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
+
+
+def _transform_chunk(block, model, n_out, block_info=None):
+    start = block_info[0]["array-location"][0][0] if block_info else 0
+    return kernels.transform_block(block, model, n_out, start)
+
+
+def _inverse_chunk(block, model, block_info=None):
+    start = block_info[0]["array-location"][0][0] if block_info else 0
+    return kernels.inverse_block(block, model, start)
