@@ -16,6 +16,8 @@ __all__ = ["PPA"]
 
 # rows kept on the client to estimate each step's range of alpha before its pass
 _RANGE_SAMPLE_ROWS = 8192
+# fitted attributes that input validation sets at the start of fit
+_VALIDATION_ATTRS = ("n_features_in_", "feature_names_in_")
 
 
 def _is_dask(X):
@@ -94,6 +96,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Number of output columns.
     n_features_in_ : int
     n_samples_ : int
+    fold_seed_ : int or None
+        Seed of the fold assignment (``kernels.fold_labels(0, n, fold_seed_, cv)`` gives each
+        row's fold); None when ``degree`` is fixed.
     n_passes_ : int
         Passes made over the data by ``fit`` (one for the mean and covariance, one per step).
     residual_cache_ : str
@@ -250,6 +255,18 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         -------
         self : PPA
         """
+        # validation resets these before the checks that can still fail; a failing fit restores
+        # them, so a fitted model stays whole and an unfitted one stays unfitted
+        saved = {k: v for k, v in vars(self).items() if k in _VALIDATION_ATTRS}
+        try:
+            return self._fit(X)
+        except BaseException:
+            for k in _VALIDATION_ATTRS:
+                vars(self).pop(k, None)
+            vars(self).update(saved)
+            raise
+
+    def _fit(self, X):
         if _is_dask(X):
             X = self._validate_dask(X, reset=True)
         else:
@@ -295,13 +312,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         total_variance = float(np.trace(C))
         # the fixed row sample follows the fitted steps on the client, so each step's basis
         # interval (the range of its alpha) is known before that step's pass
-        sample = first["sample"] - mean
+        sample = kernels.centred_block(first["sample"], mean)  # feature-major, like residuals
         basis = np.eye(d)
         steps, degrees, scores, variances, residual = [], [], [], [], [total_variance]
         max_degree = candidates[-1]
         for _ in range(n_steps):
             e, variance, next_basis = _algebra.leading_direction(C, basis)
-            offset, scale = _algebra.basis_interval(sample @ e, total_variance)
+            offset, scale = _algebra.basis_interval(e @ sample, total_variance)
             spec = StepSpec(e, offset, scale, max_degree, seed, n_folds)
             moments = driver.step_pass(mean, steps, spec)
             if not fixed:
@@ -355,6 +372,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             residual_variance_=np.array(residual),
             n_components_=len(explained),
             n_samples_=int(n),
+            fold_seed_=seed if not fixed else None,
         )
 
     # ---------------------------------------------------------------------------------------

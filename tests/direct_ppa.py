@@ -17,11 +17,12 @@ Conventions
   ``e_p`` is flipped with it. The last output column (the final one-dimensional residual)
   has ambient direction ``B_{d-1}``; its sign is fixed the same way, by flipping ``E_{d-1}``
   (which flips ``W_{d-1}`` and the last column with it).
-* The regressor of step ``p`` is ``alpha_p / s_p`` with ``s_p`` the (population) standard
-  deviation of the training ``alpha_p`` (1 if that is zero). The basis is still the raw
-  monomials ``1, t, t**2, ...`` of ``t = alpha / s``; dividing by a constant only keeps
-  degree-15 powers representable and spans the same polynomial space, so fitted values
-  and residuals are those of the raw ``alpha`` basis.
+* The regressor of step ``p`` is ``t = (alpha_p - c_p) / s_p`` with ``c_p`` the midpoint and
+  ``s_p`` the half-width of the training range of ``alpha_p`` (1 if that is zero). The basis
+  is still the raw monomials ``1, t, t**2, ...``; an affine change of variable spans the same
+  polynomial space, so fitted values and residuals are those of the raw ``alpha`` basis, and
+  it keeps degree-15 monomials well enough conditioned for lstsq (dividing by the standard
+  deviation alone is not: a Gaussian-like alpha reaches t = 4, and 4**15 swamps the solve).
 * ``W_p`` is stored in the paper's orientation, ``(d-p) x (g+1)``, so that the fitted
   conditional mean is ``W_p v(alpha)`` (``V @ W_p.T`` on rows).
 """
@@ -45,8 +46,9 @@ def _largest_entry_sign(v):
 
 
 def _vander(alpha, scale, degree):
-    """Raw Vandermonde columns ``1, t, ..., t**degree`` of ``t = alpha / scale``."""
-    return np.vander(alpha / scale, degree + 1, increasing=True)
+    """Raw Vandermonde columns ``1, t, ..., t**degree`` of ``t = (alpha - mid) / half``."""
+    mid, half = scale
+    return np.vander((alpha - mid) / half, degree + 1, increasing=True)
 
 
 def _directions(Xr, B):
@@ -67,8 +69,10 @@ def _directions(Xr, B):
 
 
 def _alpha_scale(alpha):
-    s = float(np.std(alpha))
-    return s if s > 0 else 1.0
+    """(midpoint, half-width) of the training range of alpha."""
+    lo, hi = float(np.min(alpha)), float(np.max(alpha))
+    half = (hi - lo) / 2
+    return ((hi + lo) / 2, half if half > 0 else 1.0)
 
 
 def _degree_list(degrees, n_steps):
