@@ -14,11 +14,6 @@ import scipy.linalg
 _DEGENERATE_VARIANCE = 1e-13
 
 
-def sign_fixed(vector):
-    """Flip ``vector`` so that its entry of largest magnitude is positive (ties: the first)."""
-    return vector if vector[np.argmax(np.abs(vector))] >= 0 else -vector
-
-
 def leading_direction(C, basis):
     """Leading vector of the residual covariance ``C`` restricted to the span of ``basis``.
 
@@ -100,6 +95,18 @@ def cv_scores(moments, e, candidates):
             total += zz[f] - 2.0 * np.sum(W * held_zv) + np.sum((W @ held_vv) * W)
         scores[i] = total / counts.sum()
     return scores
+
+
+def choose_degree(scores, candidates, residual_variance):
+    """The lowest candidate degree whose CV score is within rounding of the best.
+
+    Scores closer than ``1e-10 * residual_variance`` are ties (a residual of zero variance gives
+    scores that are rounding noise); ties go to the lowest degree, so the choice does not
+    depend on summation order, hence not on chunking.
+    """
+    scores = np.asarray(scores)
+    tolerance = 1e-10 * max(residual_variance, 0.0)
+    return candidates[int(np.flatnonzero(scores <= scores.min() + tolerance)[0])]
 
 
 def fit_step(moments, e, next_basis, degree):

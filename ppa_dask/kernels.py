@@ -218,15 +218,17 @@ def first_moments(X, sample_rows=None):
     out = dict(n=n, sample=X[sample_rows], n_nan=np.zeros(d, np.int64), n_inf=np.zeros(d, np.int64))
     if n == 0:
         return dict(out, mean=np.zeros(d), scatter=np.zeros((d, d)))
-    mean = (X.T @ np.ones(n)) / n  # a matrix-vector product: faster than a strided reduction
-    Xc = X - mean
-    scatter = Xc.T @ Xc
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = (X.T @ np.ones(n)) / n  # a matrix-vector product: faster than a strided reduction
+        Xc = X - mean
+        scatter = Xc.T @ Xc
     if not (np.isfinite(mean).all() and np.isfinite(scatter).all()):
         # rare path: count what is wrong; the fit refuses these data
         out["n_nan"] = np.isnan(X).sum(axis=0)
         out["n_inf"] = np.isinf(X).sum(axis=0)
         if not (out["n_nan"].any() or out["n_inf"].any()):
-            out["n_inf"] = (~np.isfinite(Xc * Xc)).sum(axis=0)  # finite, but squares overflow
+            with np.errstate(over="ignore", invalid="ignore"):
+                out["n_inf"] = (~np.isfinite(Xc * Xc)).sum(axis=0)  # finite, squares overflow
         return dict(out, mean=np.zeros(d), scatter=np.zeros((d, d)))
     return dict(out, mean=mean, scatter=scatter)
 

@@ -82,7 +82,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     alpha_ranges_ : ndarray of shape (n_steps, 2)
         Training range of each ``alpha_p``; the linear extrapolation starts at its ends.
     residual_basis_ : ndarray of shape (n_features, n_features - n_steps)
-        Orthonormal basis of the residual left after the last step.
+        Orthonormal basis of the residual left after the last step, oriented so that the
+        leading vectors followed by these columns form a rotation (so ``det J = +1``).
     degrees_ : ndarray of shape (n_steps,)
     cv_scores_ : ndarray of shape (n_steps, n_candidates) or None
         Cross-validated mean squared error per sample for each candidate degree (None when
@@ -331,14 +332,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                     )
                 step_scores = _algebra.cv_scores(moments, e, candidates)
                 scores.append(step_scores)
-                chosen = candidates[int(np.argmin(step_scores))]
+                chosen = _algebra.choose_degree(step_scores, candidates, float(np.trace(C)))
             else:
                 chosen = candidates[0]
             U, S_vv, S_zv = _algebra.fit_step(moments, e, next_basis, chosen)
-            if self.extrapolation == "linear":
-                lo, hi = float(moments["tmin"]), float(moments["tmax"])
-            else:
-                lo, hi = -np.inf, np.inf
+            lo, hi = float(moments["tmin"]), float(moments["tmax"])
             step = kernels.StepParams(e, U, offset, scale, lo, hi)
             steps.append(step)
             degrees.append(chosen)
@@ -348,9 +346,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             basis = next_basis
             _, sample = kernels.step_forward(sample, step)
 
-        residual_basis = basis
+        # orient the residual axes so that [e_1 .. e_k, residual basis] is a rotation: then every
+        # factor of the Jacobian is a shear of a rotation and det J = +1, not just |det J| = 1
+        residual_basis = basis.copy()
+        frame = np.vstack([np.array([s.direction for s in steps]), residual_basis.T])
+        if np.linalg.det(frame) < 0:
+            residual_basis[:, 0] *= -1
         if self.n_components is None:
-            residual_basis = _algebra.sign_fixed(basis[:, 0])[:, None]
             last = residual_basis[:, 0]
             variances.append(max(float(last @ C @ last), 0.0))
         ddof = n / (n - 1) if n > 1 else 1.0
@@ -384,6 +386,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         for p, degree in enumerate(self.degrees_):
             offset, scale = (float(v) for v in self.basis_intervals_[p])
             lo, hi = (self.alpha_ranges_[p] - offset) / scale
+            if self.extrapolation == "polynomial":
+                lo, hi = -np.inf, np.inf
             coef = self.coefficients_[p, :, : degree + 1]
             steps.append(kernels.StepParams(self.leading_vectors_[p], coef, offset, scale, lo, hi))
         scale = np.sqrt(self.explained_variance_) if self.whiten else None

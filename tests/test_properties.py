@@ -129,6 +129,15 @@ def test_determinant_of_jacobian_is_one(fitted):
     np.testing.assert_allclose(det, 1.0, atol=1e-9)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_determinant_is_plus_one_for_any_data(seed):
+    # the residual axes are oriented so the frame is a rotation, whatever eigh returns
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(500, 4)) @ rng.normal(size=(4, 4))
+    for model in (PPA(degree=3).fit(X), PPA(n_components=2, degree=3).fit(X)):
+        np.testing.assert_allclose(np.linalg.det(model.jacobian(X[:20])), 1.0, atol=1e-9)
+
+
 def test_jacobian_matches_central_differences(fitted):
     model, X = fitted
     rng = np.random.default_rng(3)
