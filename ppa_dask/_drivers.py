@@ -50,50 +50,43 @@ def single_blas_thread():
 
 
 class NumpyDriver:
-    """In-memory driver: loops the kernels over row blocks, keeping the residual per block."""
+    """In-memory driver: the kernels run on the whole array, which they walk in cache-sized
+    sub-blocks; the residual is one float64 array updated in place from pass to pass."""
 
-    def __init__(self, X, block_rows=8192):
+    def __init__(self, X, block_rows=kernels.SUB_BLOCK_ROWS):
         self.X = X
         self.n_samples, self.n_features = X.shape
         self.block_rows = int(block_rows)
-        self._residual = None  # list of float64 residual blocks, made by the first step pass
+        self._residual = None  # feature-major (d, n), made by the first step pass
         self._applied = 0  # number of fitted steps already applied to the residual
         self.n_passes = 0
 
-    def _blocks(self):
-        for start in range(0, self.n_samples, self.block_rows):
-            yield start, slice(start, min(start + self.block_rows, self.n_samples))
-
     def first_pass(self, sample_index):
         self.n_passes += 1
+        rows = range(0, self.n_samples, self.block_rows)
         with single_blas_thread():
             parts = [
-                kernels.first_moments(self.X[rows], local_rows(sample_index, rows.start, rows.stop))
-                for _, rows in self._blocks()
+                kernels.first_moments(
+                    self.X[a : a + self.block_rows], local_rows(sample_index, a, a + self.block_rows)
+                )
+                for a in rows
             ]
         return kernels.combine_first_moments(parts)
 
-    def step_pass(self, mean, steps, spec):
+    def step_pass(self, mean, steps, spec, last=False):
         self.n_passes += 1
         if self._residual is None:
-            # the first step pass centres the source; later ones update the kept residual
-            sources = [self.X[rows] for _, rows in self._blocks()]
-            center = mean
+            source, center = self.X, mean
         else:
-            sources, center = self._residual, None
-        pending = tuple(steps[self._applied :])
-        residual, parts = [], []
+            source, center = self._residual, None
         with single_blas_thread():
-            for (start, _), block in zip(self._blocks(), sources):
-                Y, moments = kernels.pass_kernel(
-                    block, start, center, pending, spec.direction, spec.offset, spec.scale,
-                    spec.max_degree, spec.seed, spec.n_folds,
-                )
-                residual.append(Y)
-                parts.append(moments)
-        # blocks, not one array: each pass replaces them without copying into place
+            residual, moments = kernels.pass_kernel(
+                source, 0, center, tuple(steps[self._applied :]), spec.direction, spec.offset,
+                spec.scale, spec.max_degree, spec.seed, spec.n_folds, keep=not last,
+                in_place=True, sub_block=self.block_rows,
+            )
         self._residual, self._applied = residual, len(steps)
-        return kernels.combine_step_moments(parts)
+        return moments
 
     def close(self):
         self._residual = None
@@ -154,14 +147,17 @@ class DaskDriver:
         cluster's memory (the local machine's available memory without a Client).
     split_every : int
         Fan-in of the moment tree reduction.
+    block_rows : int
+        Rows per sub-block inside each chunk's kernel call.
     """
 
-    def __init__(self, X, residual_cache="auto", split_every=8):
+    def __init__(self, X, residual_cache="auto", split_every=8, block_rows=kernels.SUB_BLOCK_ROWS):
         if X.numblocks[1] != 1:
             X = X.rechunk({1: -1})
         self.X = X
         self.n_samples, self.n_features = X.shape
         self.split_every = int(split_every)
+        self.block_rows = int(block_rows)
         row_chunks = X.chunks[0]
         self.starts = np.concatenate([[0], np.cumsum(row_chunks)[:-1]]).astype(int).tolist()
         self.source_blocks = list(X.to_delayed().ravel())
@@ -193,19 +189,19 @@ class DaskDriver:
         (total,) = self._compute(_tree_reduce(parts, kernels.combine_first_moments, self.split_every))
         return total
 
-    def step_pass(self, mean, steps, spec):
+    def step_pass(self, mean, steps, spec, last=False):
         import dask
 
         self.n_passes += 1
-        keep = self.residual_cache == "persist"
-        if keep and self._residual is not None:
+        keep = self.residual_cache == "persist" and not last
+        if self._residual is not None:
             blocks, center, pending = self._residual, None, tuple(steps[self._applied :])
         else:
             blocks, center, pending = self.source_blocks, mean, tuple(steps)
         chunk = dask.delayed(kernels.pass_kernel, pure=True, nout=2)
         outs = [
             chunk(block, start, center, pending, spec.direction, spec.offset, spec.scale,
-                  spec.max_degree, spec.seed, spec.n_folds)
+                  spec.max_degree, spec.seed, spec.n_folds, keep=keep, sub_block=self.block_rows)
             for block, start in zip(blocks, self.starts)
         ]
         moments = _tree_reduce([o[1] for o in outs], kernels.combine_step_moments, self.split_every)
@@ -214,6 +210,8 @@ class DaskDriver:
             with guard:
                 residual, moments = dask.persist([o[0] for o in outs], moments)
             self._residual, self._applied = residual, len(steps)
+        else:
+            self._residual = None
         (total,) = self._compute(moments)
         return total
 

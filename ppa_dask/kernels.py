@@ -23,6 +23,7 @@ while ``transform`` of far-away points stays finite.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -85,6 +86,7 @@ def _chebyshev_rows(s, degree, derivatives, out=None):
     n = s.shape[0]
     if out is None:
         out = np.empty((derivatives + 1, degree + 1, n))
+    two_s = 2.0 * s if degree >= 2 else None
     for k in range(derivatives + 1):
         # k-th derivative of T_{j+1} = 2 s T_j - T_{j-1}:
         #   D^k T_{j+1} = 2 s D^k T_j - D^k T_{j-1} + 2k D^{k-1} T_j
@@ -93,8 +95,7 @@ def _chebyshev_rows(s, degree, derivatives, out=None):
         if degree >= 1:
             D[1] = s if k == 0 else (1.0 if k == 1 else 0.0)
         for j in range(1, degree):
-            np.multiply(s, D[j], out=D[j + 1])
-            D[j + 1] *= 2.0
+            np.multiply(two_s, D[j], out=D[j + 1])
             D[j + 1] -= D[j - 1]
             if k:
                 D[j + 1] += (2.0 * k) * out[k - 1, j]
@@ -257,6 +258,21 @@ def combine_first_moments(parts):
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _product_indices(degree):
+    i, j = np.indices((degree + 1, degree + 1))
+    return i + j, np.abs(i - j)
+
+
+def _gram_from_sums(sums, degree):
+    """``sum v v^T`` from ``sums[k] = sum T_k``, k <= 2 degree: ``T_i T_j = (T_{i+j} + T_{|i-j|})/2``.
+
+    Replaces a (g+1) x n x (g+1) product by a few more rows of the recurrence and row sums.
+    """
+    plus, minus = _product_indices(degree)
+    return (sums[..., plus] + sums[..., minus]) / 2
+
+
 def step_moments(Yt, start, direction, offset, scale, degree, seed=0, n_folds=1):
     """Moments of one residual block for the regression of a PPA step, per fold.
 
@@ -268,7 +284,8 @@ def step_moments(Yt, start, direction, offset, scale, degree, seed=0, n_folds=1)
         n[f]   rows in the fold
         vv[f]  sum v v^T                 (g+1, g+1)
         yv[f]  sum y v^T                 (d, g+1)
-        zz[f]  sum ||y||^2 - alpha^2     (squared norm of the part orthogonal to e)
+        zz[f]  sum ||y||^2 - alpha^2     (squared norm of the part orthogonal to e; only
+                                          computed for cross-validation, else 0)
 
     plus ``tmin``/``tmax``, the range of ``t``. Residuals are centred, so these raw sums are the
     shifted sums of a stable merge.
@@ -276,25 +293,24 @@ def step_moments(Yt, start, direction, offset, scale, degree, seed=0, n_folds=1)
     d, n = Yt.shape
     alpha = direction @ Yt
     t = (alpha - offset) / scale
-    V = _chebyshev_rows(t, degree, 0)[0]  # (g+1, n)
+    T = _chebyshev_rows(t, 2 * degree, 0)[0]  # (2g+1, n): the products of the basis, too
+    V = T[: degree + 1]
     vv = np.empty((n_folds, degree + 1, degree + 1))
     yv = np.empty((n_folds, d, degree + 1))
-    zz = np.empty(n_folds)
+    zz = np.zeros(n_folds)
     counts = np.empty(n_folds, dtype=np.int64)
-    flat = Yt.reshape(-1)
-    vv[-1] = V @ V.T
+    vv[-1] = _gram_from_sums(T.sum(axis=1), degree)
     yv[-1] = Yt @ V.T
-    zz[-1] = flat @ flat - alpha @ alpha
     counts[-1] = n
     if n_folds > 1:
-        # folds 0..F-2 by 0/1 weights on the basis rows; the last fold is the total minus them
+        # folds 0..F-2 by 0/1 weights; the last fold is the total minus them
         folds = fold_labels(start, start + n, seed, n_folds)
         zsq = np.einsum("ij,ij->j", Yt, Yt) - alpha * alpha
+        zz[-1] = zsq.sum()
         for f in range(n_folds - 1):
             weight = (folds == f).astype(np.float64)
-            Vf = V * weight
-            vv[f] = Vf @ V.T
-            yv[f] = Yt @ Vf.T
+            vv[f] = _gram_from_sums(T @ weight, degree)
+            yv[f] = Yt @ (V * weight).T
             zz[f] = weight @ zsq
             counts[f] = int(weight.sum())
         vv[-1] -= vv[:-1].sum(axis=0)
@@ -324,12 +340,12 @@ def combine_step_moments(parts):
 # --------------------------------------------------------------------------------------------
 
 
-def centred_block(X, mean):
-    """``(X - mean)^T`` as a C-contiguous ``(d, n)`` float64 array (one pass, one copy)."""
+def centred_block(X, mean, out=None):
+    """``(X - mean)^T`` as a feature-major ``(d, n)`` float64 array (one pass, one copy)."""
     X = np.asarray(X)
-    out = np.empty((X.shape[1], X.shape[0]))
-    np.subtract(X.T, mean[:, None], out=out)
-    return out
+    if out is None:
+        out = np.empty((X.shape[1], X.shape[0]))
+    return np.subtract(X.T, mean[:, None], out=out)
 
 
 def _curve_rows(alpha, step):
@@ -346,15 +362,15 @@ def _mixing(step):
     return np.column_stack([step.direction, step.coef])
 
 
-def step_forward(Yt, step):
+def step_forward(Yt, step, out=None):
     """Apply one fitted step to a feature-major residual block: returns ``(alpha, Yt_next)``.
 
-    ``y_next = y - e alpha - U v(t)``, with one matrix product for both terms.
+    ``y_next = y - e alpha - U v(t)``, with one matrix product for both terms. ``out`` may be
+    ``Yt`` itself (an in-place update) or a view into a larger residual array.
     """
     alpha = step.direction @ Yt
-    out = _mixing(step) @ _curve_rows(alpha, step)
-    np.subtract(Yt, out, out=out)
-    return alpha, out
+    shift = _mixing(step) @ _curve_rows(alpha, step)
+    return alpha, np.subtract(Yt, shift, out=out)
 
 
 def step_inverse(Yt, alpha, step):
@@ -362,19 +378,45 @@ def step_inverse(Yt, alpha, step):
     return Yt + _mixing(step) @ _curve_rows(alpha, step)
 
 
-def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed, n_folds):
+# rows per sub-block of a pass: a (d x rows) residual slice and its basis stay in L2 cache
+SUB_BLOCK_ROWS = 8192
+
+
+def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed, n_folds,
+                keep=True, in_place=False, sub_block=SUB_BLOCK_ROWS):
     """One fused pass over a block: bring it to the current residual, then take step moments.
 
-    With ``center`` (the mean) the block is a source block ``(n, d)`` and is centred into a
-    feature-major residual; without it the block is already a residual ``(d, n)``. ``steps``
-    (the fitted steps not yet applied to it) bring it to the residual of the step being fitted,
-    and :func:`step_moments` runs on that. Returns ``(residual_block, moments)`` so a driver can
-    keep the residual for the next pass.
+    With ``center`` (the mean) ``X`` is a source block ``(n, d)``, centred into a feature-major
+    residual; without it ``X`` is already a residual ``(d, n)``. ``steps`` (the fitted steps not
+    yet applied to it) bring it to the residual of the step being fitted, and
+    :func:`step_moments` runs on that, ``sub_block`` rows at a time so the work stays in cache.
+
+    Returns ``(residual, moments)``; ``residual`` is None unless ``keep``. ``in_place`` lets a
+    residual input be overwritten (the in-memory driver owns its residual; Dask blocks are never
+    modified).
     """
-    Yt = centred_block(X, center) if center is not None else X
-    for step in steps:
-        _, Yt = step_forward(Yt, step)
-    return Yt, step_moments(Yt, start, direction, offset, scale, degree, seed, n_folds)
+    if center is not None:
+        n, d = X.shape
+    else:
+        d, n = X.shape
+    if keep:
+        residual = X if (in_place and center is None) else np.empty((d, n))
+    else:
+        residual = None
+    parts = []
+    for a in range(0, max(n, 1), sub_block):
+        b = min(n, a + sub_block)
+        target = residual[:, a:b] if keep else None
+        if center is not None:
+            Yt = centred_block(X[a:b], center, out=target if not steps else None)
+        else:
+            Yt = X[:, a:b]
+        for i, step in enumerate(steps):
+            _, Yt = step_forward(Yt, step, out=target if i == len(steps) - 1 else None)
+        if keep and Yt is not target:
+            target[...] = Yt
+        parts.append(step_moments(Yt, start + a, direction, offset, scale, degree, seed, n_folds))
+    return residual, combine_step_moments(parts)
 
 
 def _check_block_finite(X, start, what="X"):

@@ -64,7 +64,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         For Dask input: keep the residual between passes in worker memory, or recompute it from
         the source each pass; ``"auto"`` persists when it takes at most half the cluster memory.
     block_rows : int, default=8192
-        Rows per block for numpy input (a block of residual and basis should fit in cache).
+        Rows per sub-block of the per-block kernels (a slice of residual and its basis should
+        fit in cache).
 
     Attributes
     ----------
@@ -127,7 +128,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         whiten=False,
         extrapolation="linear",
         residual_cache="auto",
-        block_rows=8192,
+        block_rows=kernels.SUB_BLOCK_ROWS,
     ):
         self.n_components = n_components
         self.degree = degree
@@ -282,7 +283,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n_folds = 1 if fixed else int(self.cv)
 
         if _is_dask(X):
-            driver = DaskDriver(X, residual_cache=self.residual_cache)
+            driver = DaskDriver(X, residual_cache=self.residual_cache, block_rows=self.block_rows)
             cache = driver.residual_cache
         else:
             driver = NumpyDriver(X, block_rows=self.block_rows)
@@ -317,11 +318,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         basis = np.eye(d)
         steps, degrees, scores, variances, residual = [], [], [], [], [total_variance]
         max_degree = candidates[-1]
-        for _ in range(n_steps):
+        for p in range(n_steps):
             e, variance, next_basis = _algebra.leading_direction(C, basis)
             offset, scale = _algebra.basis_interval(e @ sample, total_variance)
             spec = StepSpec(e, offset, scale, max_degree, seed, n_folds)
-            moments = driver.step_pass(mean, steps, spec)
+            moments = driver.step_pass(mean, steps, spec, last=p == n_steps - 1)
             if not fixed:
                 smallest = int((n - moments["n"]).min())
                 if smallest < max_degree + 1:
