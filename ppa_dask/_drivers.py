@@ -36,6 +36,47 @@ class StepSpec:
     max_degree: int
     seed: int
     n_folds: int
+    subspace: np.ndarray | None = None  # (d, m) orthonormal basis the residual lies in
+
+
+# a kept residual is re-expressed in a smaller orthonormal frame once the subspace it lies in has
+# shrunk below this fraction of the frame: later passes then read, write and multiply fewer rows
+COMPACT_BELOW = 0.7
+
+
+class ResidualFrame:
+    """Coordinates of the kept residual: ``y = F z`` with ``F`` (d, f) orthonormal (None: F = I).
+
+    Steps are fitted in the input frame; a driver that keeps the residual in a compact frame
+    converts each step's vectors into it (``F^T e``, ``F^T U``) and the pass's cross moments back
+    (``F S_zv``). Both are exact because the residual, the steps' vectors and the next leading
+    vector all lie in the span of ``F``.
+    """
+
+    def __init__(self, basis=None):
+        self.basis = basis
+
+    def size(self, d):
+        return d if self.basis is None else self.basis.shape[1]
+
+    def into(self, vectors):
+        return vectors if self.basis is None else self.basis.T @ vectors
+
+    def out_of(self, moments):
+        if self.basis is None:
+            return moments
+        return dict(moments, yv=self.basis @ moments["yv"])
+
+    def steps_into(self, steps):
+        return tuple(s._replace(direction=self.into(s.direction), coef=self.into(s.coef))
+                     for s in steps)
+
+    def plan(self, spec, keep, d):
+        """The frame after this pass and the rotation into it (None when unchanged)."""
+        sub = spec.subspace
+        if not keep or sub is None or sub.shape[1] > COMPACT_BELOW * self.size(d):
+            return self, None
+        return ResidualFrame(sub), self.into(sub)
 
 
 def local_rows(sorted_index, start, stop):
@@ -57,7 +98,8 @@ class NumpyDriver:
         self.X = X
         self.n_samples, self.n_features = X.shape
         self.block_rows = int(block_rows)
-        self._residual = None  # feature-major (d, n), made by the first step pass
+        self._residual = None  # feature-major (f, n), made by the first step pass
+        self._frame = ResidualFrame()  # the residual's coordinates (shrinks as steps are fitted)
         self._applied = 0  # number of fitted steps already applied to the residual
         self.n_passes = 0
 
@@ -79,14 +121,16 @@ class NumpyDriver:
             source, center = self.X, mean
         else:
             source, center = self._residual, None
+        frame, rotation = self._frame.plan(spec, not last, self.n_features)
         with single_blas_thread():
             residual, moments = kernels.pass_kernel(
-                source, 0, center, tuple(steps[self._applied :]), spec.direction, spec.offset,
-                spec.scale, spec.max_degree, spec.seed, spec.n_folds, keep=not last,
-                in_place=True, sub_block=self.block_rows,
+                source, 0, center, self._frame.steps_into(steps[self._applied :]),
+                frame.into(spec.direction), spec.offset, spec.scale, spec.max_degree, spec.seed,
+                spec.n_folds, keep=not last, in_place=True, sub_block=self.block_rows,
+                rotation=rotation,
             )
-        self._residual, self._applied = residual, len(steps)
-        return moments
+        self._residual, self._applied, self._frame = residual, len(steps), frame
+        return frame.out_of(moments)
 
     def close(self):
         self._residual = None
@@ -166,6 +210,7 @@ class DaskDriver:
             residual_cache = "persist" if needed <= 0.5 * _cluster_memory_bytes() else "recompute"
         self.residual_cache = residual_cache
         self._residual = None
+        self._frame = ResidualFrame()
         self._applied = 0
         self.n_passes = 0
 
@@ -195,13 +240,16 @@ class DaskDriver:
         self.n_passes += 1
         keep = self.residual_cache == "persist" and not last
         if self._residual is not None:
-            blocks, center, pending = self._residual, None, tuple(steps[self._applied :])
+            blocks, center, current = self._residual, None, self._frame
+            pending = steps[self._applied :]
         else:
-            blocks, center, pending = self.source_blocks, mean, tuple(steps)
+            blocks, center, current, pending = self.source_blocks, mean, ResidualFrame(), steps
+        frame, rotation = current.plan(spec, keep, self.n_features)
         chunk = dask.delayed(kernels.pass_kernel, pure=True, nout=2)
         outs = [
-            chunk(block, start, center, pending, spec.direction, spec.offset, spec.scale,
-                  spec.max_degree, spec.seed, spec.n_folds, keep=keep, sub_block=self.block_rows)
+            chunk(block, start, center, current.steps_into(pending), frame.into(spec.direction),
+                  spec.offset, spec.scale, spec.max_degree, spec.seed, spec.n_folds, keep=keep,
+                  sub_block=self.block_rows, rotation=rotation)
             for block, start in zip(blocks, self.starts)
         ]
         moments = _tree_reduce([o[1] for o in outs], kernels.combine_step_moments, self.split_every)
@@ -209,11 +257,11 @@ class DaskDriver:
             guard = single_blas_thread() if _uses_local_scheduler() else contextlib.nullcontext()
             with guard:
                 residual, moments = dask.persist([o[0] for o in outs], moments)
-            self._residual, self._applied = residual, len(steps)
+            self._residual, self._applied, self._frame = residual, len(steps), frame
         else:
             self._residual = None
         (total,) = self._compute(moments)
-        return total
+        return frame.out_of(total)
 
     def close(self):
         self._residual = None

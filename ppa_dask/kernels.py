@@ -383,7 +383,7 @@ SUB_BLOCK_ROWS = 8192
 
 
 def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed, n_folds,
-                keep=True, in_place=False, sub_block=SUB_BLOCK_ROWS):
+                keep=True, in_place=False, sub_block=SUB_BLOCK_ROWS, rotation=None):
     """One fused pass over a block: bring it to the current residual, then take step moments.
 
     With ``center`` (the mean) ``X`` is a source block ``(n, d)``, centred into a feature-major
@@ -393,26 +393,34 @@ def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed,
 
     Returns ``(residual, moments)``; ``residual`` is None unless ``keep``. ``in_place`` lets a
     residual input be overwritten (the in-memory driver owns its residual; Dask blocks are never
-    modified).
+    modified). ``rotation`` (f, m), when given, re-expresses the updated residual in a smaller
+    orthonormal frame (``z = Q^T y``) before the moments are taken; ``direction`` is then given
+    in that frame, and so are the cross moments returned.
     """
     if center is not None:
         n, d = X.shape
     else:
         d, n = X.shape
+    rows_out = d if rotation is None else rotation.shape[1]
     if keep:
-        residual = X if (in_place and center is None) else np.empty((d, n))
+        reuse = in_place and center is None and rotation is None
+        residual = X if reuse else np.empty((rows_out, n))
     else:
         residual = None
+    last = len(steps) - 1
     parts = []
     for a in range(0, max(n, 1), sub_block):
         b = min(n, a + sub_block)
         target = residual[:, a:b] if keep else None
+        direct = target if rotation is None else None  # the last operation may write in place
         if center is not None:
-            Yt = centred_block(X[a:b], center, out=target if not steps else None)
+            Yt = centred_block(X[a:b], center, out=direct if not steps else None)
         else:
             Yt = X[:, a:b]
         for i, step in enumerate(steps):
-            _, Yt = step_forward(Yt, step, out=target if i == len(steps) - 1 else None)
+            _, Yt = step_forward(Yt, step, out=direct if i == last else None)
+        if rotation is not None:
+            Yt = np.matmul(rotation.T, Yt, out=target)
         if keep and Yt is not target:
             target[...] = Yt
         parts.append(step_moments(Yt, start + a, direction, offset, scale, degree, seed, n_folds))

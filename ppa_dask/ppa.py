@@ -243,7 +243,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     # fit
     # ---------------------------------------------------------------------------------------
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, progress=None):
         """Fit the model, one pass over ``X`` for the moments and one per step.
 
         Parameters
@@ -252,6 +252,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             numpy input is fitted in memory; a Dask array is fitted blockwise on the current
             distributed Client if there is one, else on Dask's default scheduler.
         y : ignored
+        progress : callable, optional
+            Called as ``progress(p, k)`` on the client after step ``p`` of ``k`` is fitted
+            (e.g. to print a progress bar; the CLI does).
 
         Returns
         -------
@@ -261,14 +264,14 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # them, so a fitted model stays whole and an unfitted one stays unfitted
         saved = {k: v for k, v in vars(self).items() if k in _VALIDATION_ATTRS}
         try:
-            return self._fit(X)
+            return self._fit(X, progress)
         except BaseException:
             for k in _VALIDATION_ATTRS:
                 vars(self).pop(k, None)
             vars(self).update(saved)
             raise
 
-    def _fit(self, X):
+    def _fit(self, X, progress=None):
         if _is_dask(X):
             X = self._validate_dask(X, reset=True)
         else:
@@ -289,7 +292,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             driver = NumpyDriver(X, block_rows=self.block_rows)
             cache = "memory"
         try:
-            fitted = self._fit_steps(driver, candidates, fixed, n_steps, seed, n_folds)
+            fitted = self._fit_steps(driver, candidates, fixed, n_steps, seed, n_folds, progress)
         finally:
             driver.close()
         for name, value in fitted.items():
@@ -298,7 +301,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.residual_cache_ = cache
         return self
 
-    def _fit_steps(self, driver, candidates, fixed, n_steps, seed, n_folds):
+    def _fit_steps(self, driver, candidates, fixed, n_steps, seed, n_folds, progress=None):
         """The sequence of steps: small algebra on the client between passes."""
         n_total = driver.n_samples
         sample_index = np.sort(
@@ -321,7 +324,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         for p in range(n_steps):
             e, variance, next_basis = _algebra.leading_direction(C, basis)
             offset, scale = _algebra.basis_interval(e @ sample, total_variance)
-            spec = StepSpec(e, offset, scale, max_degree, seed, n_folds)
+            spec = StepSpec(e, offset, scale, max_degree, seed, n_folds, subspace=basis)
             moments = driver.step_pass(mean, steps, spec, last=p == n_steps - 1)
             if not fixed:
                 smallest = int((n - moments["n"]).min())
@@ -346,6 +349,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             residual.append(max(float(np.trace(C)), 0.0))
             basis = next_basis
             _, sample = kernels.step_forward(sample, step)
+            if progress is not None:
+                progress(p + 1, n_steps)
 
         # orient the residual axes so that [e_1 .. e_k, residual basis] is a rotation: then every
         # factor of the Jacobian is a shear of a rotation and det J = +1, not just |det J| = 1
