@@ -1,0 +1,461 @@
+"""The bundled real data sets: integrity, the paper's shapes, and agreement with the raw files.
+
+The loaders read only package data (ppa_dask/data/).  Where the raw copies in the shared
+folder are present, each loaded array is compared with an independent reading of the raw
+file (numpy.loadtxt / csv, not the loaders' parsers); those comparisons are skipped on a
+fresh machine, while the literal spot values (copied from the raw files) still run.
+"""
+
+import csv
+import gzip
+import hashlib
+import lzma
+import re
+import subprocess
+import sys
+import textwrap
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ppa_dask import _loaders
+from ppa_dask import datasets as ds
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+UCI = SHARED / "uci"
+COVID = SHARED / "covid19-italy" / "dpc-covid19-ita-andamento-nazionale-2020-02-24_2020-04-30.csv"
+needs_raw = pytest.mark.skipif(not UCI.is_dir(), reason="raw shared data not available")
+
+DATA = resources.files("ppa_dask") / "data"
+
+# The paper's Table 1 (Laparra et al., 2014): n samples x d dimensions.
+TABLE_1 = {
+    "magic_gamma": (19020, 10),
+    "japanese_vowels": (9961, 12),
+    "page_blocks": (5473, 10),
+    "sat": (6435, 36),
+    "segmentation": (2310, 16),
+    "vehicles": (846, 18),
+}
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return {name: ds.load_paper_dataset(name) for name in ds.PAPER_DATASETS}
+
+
+def _counts(y):
+    values, counts = np.unique(y, return_counts=True)
+    return dict(zip(values.tolist(), counts.tolist()))
+
+
+# ------------------------------------------------------ integrity of the bundle ---
+
+
+def _provenance_table():
+    text = (DATA / "PROVENANCE.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and re.fullmatch(r"[0-9a-f]{64}", cells[3]):
+            rows[cells[0]] = {"original": cells[1], "bytes": int(cells[2]), "sha256": cells[3]}
+    return rows
+
+
+def _decompress(entry):
+    blob = entry.read_bytes()
+    return lzma.decompress(blob) if entry.name.endswith(".xz") else gzip.decompress(blob)
+
+
+def test_every_bundled_file_is_listed_in_provenance_with_its_checksum():
+    table = _provenance_table()
+    bundled = sorted(e.name for e in DATA.iterdir() if e.name != "PROVENANCE.md")
+    assert sorted(table) == bundled
+    for name in bundled:
+        raw = _decompress(DATA / name)
+        assert len(raw) == table[name]["bytes"], name
+        assert hashlib.sha256(raw).hexdigest() == table[name]["sha256"], name
+
+
+def test_loader_checksums_agree_with_provenance():
+    table = _provenance_table()
+    listed = {Path(row["original"]).name: row["sha256"] for row in table.values()}
+    assert listed == _loaders._SHA256
+
+
+def test_bundle_is_compressed_and_small():
+    table = _provenance_table()
+    bundled = sum(len((DATA / name).read_bytes()) for name in table)
+    raw = sum(row["bytes"] for row in table.values())
+    assert bundled < 3_000_000 and bundled < raw / 3
+
+
+@needs_raw
+def test_bundled_files_are_byte_identical_to_the_shared_raw_files():
+    for name, row in _provenance_table().items():
+        assert _decompress(DATA / name) == (SHARED / row["original"]).read_bytes(), name
+
+
+def test_corrupted_bundle_is_refused_with_a_clear_error(monkeypatch):
+    raw = _decompress(DATA / "vehicle.dat.xz")
+    monkeypatch.setattr(
+        _loaders, "_compressed_bytes",
+        lambda name: (name + ".xz", lzma.compress(raw.replace(b"van", b"car", 1))),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"vehicle\.dat\.xz.*corrupted.*SHA-256"):
+        ds.load_vehicles()
+    monkeypatch.setattr(_loaders, "_compressed_bytes", lambda name: (name + ".xz", b"not xz"))
+    with pytest.raises(ValueError, match=r"vehicle\.dat\.xz.*cannot be decompressed"):
+        ds.load_vehicles()
+
+
+def test_loaders_never_open_the_shared_folder(tmp_path):
+    # An audit hook fails any open() under the shared folder; every loader must still work.
+    script = textwrap.dedent(
+        f"""
+        import sys
+        SHARED = {str(SHARED.parent)!r}
+        def hook(event, args):
+            if event == "open" and isinstance(args[0], str) and args[0].startswith(SHARED):
+                raise RuntimeError("opened " + args[0])
+        sys.addaudithook(hook)
+        from ppa_dask import datasets as ds
+        for name in ds.PAPER_DATASETS:
+            ds.load_paper_dataset(name)
+        ds.load_breast_cancer_wisconsin(); ds.load_abalone(); ds.load_cpu_act()
+        ds.load_house_8l(); ds.load_covid_italy()
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok"
+
+
+# ------------------------------------------------------- the paper's Table 1 ---
+
+
+def test_paper_datasets_have_table_1_shapes(paper):
+    assert ds.PAPER_DATASETS == tuple(TABLE_1)
+    assert ds.PAPER_SHAPES == TABLE_1
+    for name, (X, y) in paper.items():
+        assert X.shape == TABLE_1[name], name
+        assert X.dtype == np.float64 and y.shape == (X.shape[0],), name
+        assert np.isfinite(X).all(), name
+
+
+def test_paper_datasets_have_the_documented_classes(paper):
+    assert _counts(paper["magic_gamma"][1]) == {"g": 12332, "h": 6688}
+    assert _counts(paper["japanese_vowels"][1]).keys() == set(range(1, 10))
+    assert _counts(paper["page_blocks"][1]) == {1: 4913, 2: 329, 3: 28, 4: 88, 5: 115}
+    assert _counts(paper["sat"][1]) == {1: 1533, 2: 703, 3: 1358, 4: 626, 5: 707, 7: 1508}
+    assert _counts(paper["segmentation"][1]) == {
+        c: 330 for c in ["BRICKFACE", "CEMENT", "FOLIAGE", "GRASS", "PATH", "SKY", "WINDOW"]
+    }
+    assert _counts(paper["vehicles"][1]) == {"bus": 218, "opel": 212, "saab": 217, "van": 199}
+
+
+def test_train_and_test_files_are_concatenated_in_order():
+    for load, n_train, n_test in [
+        (ds.load_sat, 4435, 2000),
+        (ds.load_segmentation, 210, 2100),
+        (ds.load_japanese_vowels, 4274, 5687),
+    ]:
+        full = load(return_X_y=False)
+        train, test = load(subset="train"), load(subset="test")
+        assert full.n_train == n_train and len(test[0]) == n_test
+        np.testing.assert_array_equal(full.data, np.vstack([train[0], test[0]]))
+        np.testing.assert_array_equal(full.target, np.concatenate([train[1], test[1]]))
+
+
+def test_unknown_paper_dataset_and_subset_are_rejected():
+    with pytest.raises(ValueError, match="unknown PPA paper data set 'iris'.*magic_gamma"):
+        ds.load_paper_dataset("iris")
+    with pytest.raises(ValueError, match="subset must be one of 'all', 'train', 'test'"):
+        ds.load_sat(subset="validation")
+
+
+# --------------------------------------------------------- Japanese Vowels ---
+
+
+def test_japanese_vowels_speakers_follow_the_uci_block_order():
+    b = ds.load_japanese_vowels(return_X_y=False)
+    u, y = b.utterance, b.target
+    assert u.max() + 1 == 640 and np.all(np.diff(u) >= 0)
+    speaker = np.array([y[u == k][0] for k in range(640)])
+    assert all(np.all(y[u == k] == speaker[k]) for k in range(640))  # one speaker per utterance
+    np.testing.assert_array_equal(np.bincount(speaker[:270])[1:], [30] * 9)
+    ae_test = [31, 35, 88, 44, 29, 24, 40, 50, 29]  # UCI documentation, speakers 1..9
+    np.testing.assert_array_equal(np.bincount(speaker[270:])[1:], ae_test)
+    lengths = np.bincount(u)
+    assert lengths.min() >= 7 and lengths.max() <= 29  # UCI: 7-29 frames per utterance
+
+
+def test_japanese_vowels_test_speaker_boundaries_are_where_the_voice_changes():
+    # The test file's speakers are derived from documented block counts, not read from the
+    # file.  Check them against the voices: 1-NN on utterance (mean, std) features trained on
+    # ae.train must agree with the labels, and moving any speaker boundary in ae.test by 1-3
+    # utterances must agree less.
+    from sklearn.neighbors import KNeighborsClassifier
+
+    b = ds.load_japanese_vowels(return_X_y=False)
+    frames = [b.data[b.utterance == k] for k in range(640)]
+    feats = np.array([np.r_[f.mean(axis=0), f.std(axis=0)] for f in frames])
+    speaker = np.array([b.target[b.utterance == k][0] for k in range(640)])
+    mu, sd = feats[:270].mean(axis=0), feats[:270].std(axis=0)
+    pred = KNeighborsClassifier(1).fit((feats[:270] - mu) / sd, speaker[:270]).predict(
+        (feats[270:] - mu) / sd
+    )
+    agreement = np.mean(pred == speaker[270:])
+    assert agreement > 0.9
+    counts = np.bincount(speaker[270:])[1:]
+    for k in range(8):
+        for shift in [-3, -2, -1, 1, 2, 3]:
+            moved = counts.copy()
+            moved[k] += shift
+            moved[k + 1] -= shift
+            assert np.mean(pred == np.repeat(np.arange(1, 10), moved)) < agreement, (k, shift)
+
+
+@needs_raw
+def test_japanese_vowels_frames_match_the_raw_files():
+    parts = []
+    for f in ["ae.train", "ae.test"]:
+        rows = np.loadtxt(UCI / f)
+        parts.append(rows[~np.all(rows == 1.0, axis=1)])
+    np.testing.assert_array_equal(ds.load_japanese_vowels()[0], np.vstack(parts))
+
+
+def test_japanese_vowels_spot_values():
+    X, _ = ds.load_japanese_vowels()
+    assert X[0, 0] == 1.860936 and X[0, 11] == 0.088728  # first line of ae.train
+    assert X[-1, 0] == 1.177449 and X[-1, 11] == 0.224688  # last frame of ae.test
+
+
+# ------------------------------------------------------------ Segmentation ---
+
+
+def test_segmentation_drops_the_three_degenerate_attributes():
+    full = ds.load_segmentation(all_features=True, return_X_y=False)
+    paper = ds.load_segmentation(return_X_y=False)
+    assert full.data.shape == (2310, 19) and paper.data.shape == (2310, 16)
+    keep = [j for j, n in enumerate(full.feature_names) if n not in ds.SEGMENTATION_DROPPED]
+    assert len(keep) == 16 and paper.feature_names == [full.feature_names[j] for j in keep]
+    np.testing.assert_array_equal(paper.data, full.data[:, keep])
+    # the justification in the docstring: the dropped columns are constant or near-constant
+    pixel_count = full.data[:, full.feature_names.index("REGION-PIXEL-COUNT")]
+    assert np.all(pixel_count == 9)
+    dropped = [full.feature_names.index(n) for n in ds.SEGMENTATION_DROPPED]
+    assert max(len(np.unique(full.data[:, j])) for j in dropped) <= 4
+    assert min(len(np.unique(paper.data[:, j])) for j in range(16)) > 200
+
+
+@needs_raw
+def test_segmentation_matches_the_raw_files():
+    X = np.vstack([np.loadtxt(UCI / f, delimiter=",", skiprows=5, usecols=range(1, 20))
+                   for f in ["segmentation.data", "segmentation.test"]])  # fmt: skip
+    y = np.concatenate([np.loadtxt(UCI / f, delimiter=",", skiprows=5, usecols=0, dtype=str)
+                        for f in ["segmentation.data", "segmentation.test"]])  # fmt: skip
+    names = (UCI / "segmentation.data").read_text().splitlines()[3].split(",")
+    b = ds.load_segmentation(all_features=True, return_X_y=False)
+    np.testing.assert_array_equal(b.data, X)
+    np.testing.assert_array_equal(b.target, y)
+    assert b.feature_names == names
+
+
+# ---------------------------------------------- the other paper data sets ---
+
+
+@needs_raw
+def test_magic_page_blocks_sat_vehicles_match_the_raw_files(paper):
+    magic = UCI / "magic04.data"
+    raw_x = np.loadtxt(magic, delimiter=",", usecols=range(10))
+    raw_y = np.loadtxt(magic, delimiter=",", usecols=10, dtype=str)
+    np.testing.assert_array_equal(paper["magic_gamma"][0], raw_x)
+    np.testing.assert_array_equal(paper["magic_gamma"][1], raw_y)
+    pb = np.loadtxt(UCI / "page-blocks.data")
+    np.testing.assert_array_equal(paper["page_blocks"][0], pb[:, :10])
+    np.testing.assert_array_equal(paper["page_blocks"][1], pb[:, 10])
+    sat = np.vstack([np.loadtxt(UCI / f, delimiter="\t", skiprows=1)
+                     for f in ["sat.trn.tsv", "sat.tst.tsv"]])  # fmt: skip
+    np.testing.assert_array_equal(paper["sat"][0], sat[:, :36])
+    np.testing.assert_array_equal(paper["sat"][1], sat[:, 36])
+    veh = UCI / "vehicle.dat"
+    np.testing.assert_array_equal(paper["vehicles"][0], np.loadtxt(veh, usecols=range(18)))
+    np.testing.assert_array_equal(paper["vehicles"][1], np.loadtxt(veh, usecols=18, dtype=str))
+
+
+def test_first_and_last_rows_spot_values(paper):
+    X, y = paper["magic_gamma"]
+    assert X[0, 0] == 28.7967 and X[0, 9] == 81.8828 and y[0] == "g"
+    assert X[-1, 0] == 187.1814 and X[-1, 9] == 272.3174 and y[-1] == "h"
+    X, y = paper["page_blocks"]
+    np.testing.assert_array_equal(X[0], [5, 7, 35, 1.4, 0.4, 0.657, 2.33, 14, 23, 6])
+    np.testing.assert_array_equal(X[-1], [8, 1, 8, 0.125, 1.0, 1.0, 8.0, 8, 8, 1])
+    assert (y[0], y[-1]) == (1, 4)
+    X, y = paper["sat"]
+    assert X[0, 0] == 92 and X[0, 35] == 87 and y[0] == 3  # first data row of sat.trn
+    assert X[4435, 0] == 80 and y[4435] == 3  # first data row of sat.tst
+    assert X[-1, 0] == 60 and X[-1, 35] == 92 and y[-1] == 5
+    X, y = paper["vehicles"]
+    assert X[0, 0] == 95 and X[0, 17] == 197 and y[0] == "van"
+    assert X[-1, 0] == 85 and X[-1, 17] == 190 and y[-1] == "van"
+    X, y = paper["segmentation"]  # 16 columns: the first two are the region centroid
+    assert X[0, 0] == 140 and X[0, 1] == 125 and y[0] == "BRICKFACE"
+    assert X[-1, 0] == 124 and X[-1, -1] == -2.0293121 and y[-1] == "CEMENT"
+
+
+# ------------------------------------------------------------ other data sets ---
+
+
+def test_breast_cancer_drops_ids_and_incomplete_rows():
+    b = ds.load_breast_cancer_wisconsin(return_X_y=False)
+    assert b.data.shape == (683, 9) and np.isfinite(b.data).all()
+    assert _counts(b.target) == {2: 444, 4: 239}  # the VSK paper's 444 benign, 239 malignant
+    assert b.data.min() == 1 and b.data.max() == 10  # scores 1..10; ids (~1e6) are gone
+    np.testing.assert_array_equal(b.data[0], [5, 1, 1, 1, 2, 1, 3, 1, 1])
+    assert b.ids[0] == 1000025 and b.ids[-1] == 897471
+
+
+@needs_raw
+def test_breast_cancer_matches_the_raw_file():
+    with open(UCI / "breast-cancer-wisconsin.data", newline="") as fh:
+        rows = list(csv.reader(fh))[1:]
+    complete = [r for r in rows if "?" not in r]
+    assert len(rows) - len(complete) == 16
+    raw = np.array(complete, dtype=float)
+    X, y = ds.load_breast_cancer_wisconsin()
+    np.testing.assert_array_equal(X, raw[:, 1:10])
+    np.testing.assert_array_equal(y, raw[:, 10])
+
+
+def test_abalone_sex_encodings_agree():
+    onehot = ds.load_abalone(return_X_y=False)
+    codes, _ = ds.load_abalone(sex="codes")
+    drop, rings = ds.load_abalone(sex="drop")
+    assert onehot.data.shape == (4177, 10) and codes.shape == (4177, 8) and drop.shape == (4177, 7)
+    assert onehot.feature_names[:3] == ["Sex_M", "Sex_F", "Sex_I"]
+    np.testing.assert_array_equal(onehot.data[:, :3].sum(axis=1), 1.0)
+    np.testing.assert_array_equal(np.argmax(onehot.data[:, :3], axis=1), codes[:, 0])
+    np.testing.assert_array_equal(np.array(["M", "F", "I"])[codes[:, 0].astype(int)], onehot.sex)
+    np.testing.assert_array_equal(onehot.data[:, 3:], drop)
+    np.testing.assert_array_equal(codes[:, 1:], drop)
+    assert _counts(onehot.sex) == {"F": 1307, "I": 1342, "M": 1528}  # UCI documentation
+    assert rings.dtype == np.int64 and rings.min() == 1 and rings.max() == 29
+    np.testing.assert_array_equal(drop[0], [0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15])
+    assert rings[0] == 15 and rings[-1] == 12
+    with pytest.raises(ValueError, match="sex must be one of 'onehot', 'codes', 'drop'"):
+        ds.load_abalone(sex="binary")
+
+
+def _arff_rows(path):
+    lines = path.read_text(encoding="latin-1").splitlines()
+    start = next(i for i, l in enumerate(lines) if l.strip().lower() == "@data") + 1
+    return [l.split(",") for l in lines[start:] if l.strip() and not l.startswith("%")]
+
+
+@needs_raw
+def test_arff_sets_match_the_raw_files():
+    rows = _arff_rows(UCI / "abalone.arff")
+    drop, rings = ds.load_abalone(sex="drop")
+    np.testing.assert_array_equal(drop, np.array([r[1:8] for r in rows], dtype=float))
+    np.testing.assert_array_equal(rings, np.array([r[8] for r in rows], dtype=int))
+    np.testing.assert_array_equal(ds.load_abalone(return_X_y=False).sex, [r[0] for r in rows])
+    for load, f, shape in [(ds.load_cpu_act, "cpu_act.arff", (8192, 21)),
+                           (ds.load_house_8l, "house_8L.arff", (22784, 8))]:  # fmt: skip
+        raw = np.array(_arff_rows(UCI / f), dtype=float)
+        X, y = load()
+        assert X.shape == shape
+        np.testing.assert_array_equal(X, raw[:, :-1])
+        np.testing.assert_array_equal(y, raw[:, -1])
+
+
+def test_regression_sets_spot_values():
+    X, y = ds.load_cpu_act()
+    assert X.shape == (8192, 21) and np.isfinite(X).all()
+    assert X[0, 0] == 6 and X[0, 20] == 1851864 and y[0] == 90 and y[-1] == 80
+    assert 0 <= y.min() and y.max() <= 100  # usr is a percentage
+    X, y = ds.load_house_8l()
+    assert X.shape == (22784, 8) and np.isfinite(X).all()
+    assert X[0, 0] == 7074 and y[0] == 130600 and y[-1] == 117700
+
+
+# ------------------------------------------------------------ COVID-19 Italy ---
+
+
+def test_covid_series_is_daily_and_internally_consistent():
+    d = ds.load_covid_italy()
+    dates = d["date"]
+    assert dates.dtype == np.dtype("datetime64[D]")
+    assert dates[0] == np.datetime64("2020-02-24") and dates[-1] == np.datetime64("2020-04-30")
+    assert len(dates) == 67 and np.all(np.diff(dates) == np.timedelta64(1, "D"))
+    assert all(len(v) == 67 for v in d.values())
+    for k in ["terapia_intensiva", "totale_casi", "nuovi_positivi", "deceduti", "tamponi"]:
+        assert np.isfinite(d[k]).all(), k
+    # the columns are where their names say: cumulative cases = current + recovered + dead,
+    # and the daily new cases are the increments of the cumulative count
+    np.testing.assert_array_equal(
+        d["totale_casi"], d["totale_positivi"] + d["dimessi_guariti"] + d["deceduti"]
+    )
+    np.testing.assert_array_equal(np.diff(d["totale_casi"]), d["nuovi_positivi"][1:])
+    assert d["terapia_intensiva"][0] == 26 and d["terapia_intensiva"][-1] == 1694
+    # casi_testati starts late: blank (NaN) before, finite after
+    tested = np.isfinite(d["casi_testati"])
+    assert not tested[0] and tested[-1] and np.all(np.diff(tested.astype(int)) >= 0)
+
+
+def test_covid_window_of_the_vsk_paper():
+    d = ds.load_covid_italy(start="2020-02-24", end=np.datetime64("2020-04-26"))
+    assert len(d["date"]) == 63  # the paper's 58 training + 5 test days
+    full = ds.load_covid_italy()
+    np.testing.assert_array_equal(d["terapia_intensiva"], full["terapia_intensiva"][:63])
+    import datetime
+
+    one = ds.load_covid_italy(start=datetime.date(2020, 3, 1), end="2020-03-01")
+    assert one["date"].tolist() == [datetime.date(2020, 3, 1)]
+
+
+@needs_raw
+def test_covid_matches_the_raw_file():
+    with open(COVID, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    d = ds.load_covid_italy()
+    assert [str(x) for x in d["date"]] == [r["data"][:10] for r in rows]
+    for k in d:
+        if k == "date":
+            continue
+        raw = np.array([float(r[k]) if r[k] else np.nan for r in rows])
+        np.testing.assert_array_equal(d[k], raw)
+
+
+def test_covid_bad_windows_are_rejected():
+    with pytest.raises(ValueError, match=r"start \(2020-04-01\) is after end \(2020-03-01\)"):
+        ds.load_covid_italy(start="2020-04-01", end="2020-03-01")
+    with pytest.raises(ValueError, match="no days between.*2020-02-24 to 2020-04-30"):
+        ds.load_covid_italy(start="2021-01-01")
+    with pytest.raises(ValueError, match="start must be a date"):
+        ds.load_covid_italy(start="yesterday")
+    with pytest.raises(ValueError, match="end must be a date"):
+        ds.load_covid_italy(end=20200426)
+
+
+# ------------------------------------------------------------ scikit-learn use ---
+
+
+def test_bunch_carries_names_and_matches_the_tuple():
+    for load in [ds.load_magic_gamma, ds.load_page_blocks, ds.load_vehicles, ds.load_cpu_act]:
+        X, y = load()
+        b = load(return_X_y=False)
+        np.testing.assert_array_equal(b.data, X)
+        np.testing.assert_array_equal(b.target, y)
+        assert len(b.feature_names) == X.shape[1] and len(b.files) == 1
+
+
+def test_docstring_examples_hold():
+    import doctest
+
+    result = doctest.testmod(_loaders, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 10 and result.failed == 0
