@@ -4,6 +4,7 @@
 """
 
 from .ppa import PPA
+from .neighbors import make_ppa_knn
 
 __version__ = "0.1.0"
-__all__ = ["PPA", "__version__"]
+__all__ = ["PPA", "make_ppa_knn", "__version__"]

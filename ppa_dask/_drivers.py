@@ -1,11 +1,14 @@
 """Two drivers for the same per-block kernels: numpy blocks in memory, and Dask chunks.
 
-A driver answers two questions, each with exactly one pass over the data:
+A driver answers three questions, each with exactly one pass over the data:
 
 * ``first_pass()``: count, mean, scatter and non-finite counts (:func:`kernels.first_moments`);
 * ``step_pass(spec)``: bring every block to the residual of the step being fitted (applying the
   previous step, fused into the same pass) and return the merged step moments
-  (:func:`kernels.pass_kernel`).
+  (:func:`kernels.pass_kernel`);
+* ``objective_pass(spec)`` (PPA-GD): the moments of a step's objective and its gradient at a
+  trial leading vector, on the current residual, which it does not change
+  (:func:`kernels.objective_pass_kernel`).
 
 The Dask driver maps the kernels over chunks and merges their results with a tree reduction in
 the chunk/combine/aggregate manner of ``dask.array.reductions`` (aggregation is the small algebra
@@ -79,6 +82,15 @@ class ResidualFrame:
         return ResidualFrame(sub), self.into(sub)
 
 
+def _objective_in_ambient(frame, moments):
+    """Objective moments taken in a compact residual frame, expressed in the input frame."""
+    F = frame.basis
+    if F is None:
+        return moments
+    yyt = np.einsum("ia,mab,jb->mij", F, moments["yyt"], F)
+    return dict(moments, yt=F @ moments["yt"], yyt=yyt)
+
+
 def local_rows(sorted_index, start, stop):
     """The entries of a sorted global row index that fall in ``[start, stop)``, made local."""
     lo, hi = np.searchsorted(sorted_index, [start, stop])
@@ -131,6 +143,22 @@ class NumpyDriver:
             )
         self._residual, self._applied, self._frame = residual, len(steps), frame
         return frame.out_of(moments)
+
+    def objective_pass(self, mean, steps, spec):
+        """PPA-GD: one pass for the objective moments at ``spec.direction`` (degree
+        ``spec.max_degree``) on the current residual, which is read, never modified."""
+        self.n_passes += 1
+        if self._residual is None:
+            source, center, frame, pending = self.X, mean, ResidualFrame(), steps
+        else:
+            source, center, frame = self._residual, None, self._frame
+            pending = steps[self._applied :]
+        with single_blas_thread():
+            moments = kernels.objective_pass_kernel(
+                source, center, frame.steps_into(pending), frame.into(spec.direction),
+                spec.offset, spec.scale, spec.max_degree, sub_block=self.block_rows,
+            )
+        return _objective_in_ambient(frame, moments)
 
     def close(self):
         self._residual = None
@@ -262,6 +290,30 @@ class DaskDriver:
             self._residual = None
         (total,) = self._compute(moments)
         return frame.out_of(total)
+
+    def objective_pass(self, mean, steps, spec):
+        """PPA-GD: one pass for the objective moments at ``spec.direction`` (degree
+        ``spec.max_degree``), tree-reduced; the kept residual (or, without one, the source with
+        every fitted step re-applied) is read, never modified."""
+        import dask
+
+        self.n_passes += 1
+        if self._residual is not None:
+            blocks, center, frame = self._residual, None, self._frame
+            pending = steps[self._applied :]
+        else:
+            blocks, center, frame, pending = self.source_blocks, mean, ResidualFrame(), steps
+        chunk = dask.delayed(kernels.objective_pass_kernel, pure=True)
+        pending, direction = frame.steps_into(pending), frame.into(spec.direction)
+        parts = [
+            chunk(block, center, pending, direction, spec.offset, spec.scale, spec.max_degree,
+                  sub_block=self.block_rows)
+            for block in blocks
+        ]
+        (total,) = self._compute(
+            _tree_reduce(parts, kernels.combine_objective_moments, self.split_every)
+        )
+        return _objective_in_ambient(frame, total)
 
     def close(self):
         self._residual = None

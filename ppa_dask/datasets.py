@@ -1024,3 +1024,4 @@ def write_zarr(
 
 
 from ._loaders import *  # noqa: E402,F401,F403  (real data loaders, listed in __all__ above)
+from ._cube import make_cube  # noqa: E402,F401  (synthetic hyperspectral cube)

@@ -47,6 +47,9 @@ __all__ = [
     "inverse_block",
     "jacobian_block",
     "residual_norms_block",
+    "objective_moments",
+    "combine_objective_moments",
+    "objective_pass_kernel",
 ]
 
 
@@ -525,3 +528,75 @@ def residual_norms_block(X, model):
         _, Yt = step_forward(Yt, step)
         sums.append(np.vdot(Yt, Yt))
     return np.array(sums)
+
+
+# --------------------------------------------------------------------------------------------
+# PPA-GD: moments of the reconstruction objective of one step and of its gradient
+# --------------------------------------------------------------------------------------------
+
+
+def objective_moments(Yt, direction, offset, scale, degree):
+    """Moments of a residual block from which a step's objective and its gradient follow.
+
+    For a candidate leading vector ``e`` (``direction``) with ``alpha = e^T y``,
+    ``t = (alpha - offset) / scale`` and the Chebyshev polynomials ``T_m(t)``, returns::
+
+        n      rows
+        vv     sum v v^T, v = T_0..T_g(t)          (g+1, g+1)
+        yt     sum y T_m(t),  m = 0..2g            (d, 2g+1)
+        yyt    sum y y^T T_m(t),  m = 0..g-1       (g, d, d)
+
+    plus ``tmin``/``tmax``, the range of ``t``. ``yt`` holds the regression's cross moments
+    (its first ``g + 1`` columns) and, through ``T_i T_j = (T_{i+j} + T_{|i-j|}) / 2``, the sums
+    of ``y v_j v'_k``; ``yyt`` gives the sums of ``y y^T v'_k`` (``v'_k`` has degree ``k - 1``).
+    These are all the data the objective ``f(e)`` and its gradient need
+    (:func:`ppa_dask._algebra.gd_objective`), so one pass evaluates both. The ``yyt`` products
+    cost ``O(n d^2 g)``, ``d`` times a plain step pass.
+    """
+    d, n = Yt.shape
+    alpha = direction @ Yt
+    t = (alpha - offset) / scale
+    T = _chebyshev_rows(t, 2 * degree, 0)[0]  # (2g+1, n)
+    yyt = np.empty((degree, d, d))
+    for m in range(degree):
+        # T_0 = 1: the first is the plain second moment
+        yyt[m] = (Yt if m == 0 else Yt * T[m]) @ Yt.T
+    return dict(
+        n=n,
+        vv=_gram_from_sums(T.sum(axis=1), degree),
+        yt=Yt @ T.T,
+        yyt=yyt,
+        tmin=float(t.min()) if n else np.inf,
+        tmax=float(t.max()) if n else -np.inf,
+    )
+
+
+def combine_objective_moments(parts):
+    """Merge a list of :func:`objective_moments` dicts (sums, and min/max of the range)."""
+    parts = list(parts)
+    out = dict(parts[0])
+    for other in parts[1:]:
+        for key in ("n", "vv", "yt", "yyt"):
+            out[key] = out[key] + other[key]
+        out["tmin"] = min(out["tmin"], other["tmin"])
+        out["tmax"] = max(out["tmax"], other["tmax"])
+    return out
+
+
+def objective_pass_kernel(X, center, steps, direction, offset, scale, degree,
+                          sub_block=SUB_BLOCK_ROWS):
+    """One pass over a block for the PPA-GD objective at ``direction``; nothing is written.
+
+    As in :func:`pass_kernel`, ``X`` is a source block ``(n, d)`` centred with ``center``, or a
+    residual block ``(d, n)`` when ``center`` is None, and ``steps`` bring it to the current
+    residual (the block is never modified). Returns the merged :func:`objective_moments`.
+    """
+    n = X.shape[0] if center is not None else X.shape[1]
+    parts = []
+    for a in range(0, max(n, 1), sub_block):
+        b = min(n, a + sub_block)
+        Yt = centred_block(X[a:b], center) if center is not None else X[:, a:b]
+        for step in steps:
+            _, Yt = step_forward(Yt, step)
+        parts.append(objective_moments(Yt, direction, offset, scale, degree))
+    return combine_objective_moments(parts)

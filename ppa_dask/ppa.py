@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import sys
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -26,6 +27,19 @@ def _is_dask(X):
     except ImportError:  # pragma: no cover - dask is a dependency
         return False
     return isinstance(X, da.Array)
+
+
+def _is_xarray(X):
+    # without xarray imported, X cannot be an xarray object: no import needed to tell
+    xr = sys.modules.get("xarray")
+    return xr is not None and isinstance(X, (xr.DataArray, xr.Dataset))
+
+
+def _no_xarray_options(feature_dim, nan_policy):
+    if feature_dim is not None or nan_policy != "raise":
+        raise ValueError(
+            "feature_dim and nan_policy apply to xarray input only (DataArray or Dataset)"
+        )
 
 
 class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -66,6 +80,21 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     block_rows : int, default=8192
         Rows per sub-block of the per-block kernels (a slice of residual and its basis should
         fit in cache).
+    leading_vector : {"pca", "gd"}, default="pca"
+        How each step's leading vector ``e_p`` is chosen. ``"pca"``: the leading eigenvector of
+        the residual covariance (the paper's PCA-based PPA). ``"gd"``: PPA-GD (paper section
+        2.3): starting from that eigenvector, gradient descent on the step's reconstruction
+        error ``f(e)`` over unit vectors in the residual subspace, with the step's degree chosen
+        first at the eigenvector and then held fixed. Each objective-and-gradient evaluation
+        is one pass of block moments, so it runs on Dask like the rest; the result is never
+        worse than the eigenvector (the best point evaluated is kept).
+    gd_max_iter : int, default=20
+        PPA-GD only: most objective evaluations (each one pass over the data, returning ``f``
+        and its gradient) per step after the one at the eigenvector; the quasi-Newton search
+        (scipy's L-BFGS-B on a chart of the sphere) stops when they are spent.
+    gd_tol : float, default=1e-6
+        PPA-GD only: stop a step when an iteration lowers ``f`` by less than ``gd_tol`` times
+        its value at the eigenvector, or when the gradient (per radian) is below that.
 
     Attributes
     ----------
@@ -102,7 +131,15 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Seed of the fold assignment (``kernels.fold_labels(0, n, fold_seed_, cv)`` gives each
         row's fold); None when ``degree`` is fixed.
     n_passes_ : int
-        Passes made over the data by ``fit`` (one for the mean and covariance, one per step).
+        Passes made over the data by ``fit`` (one for the mean and covariance, one per step, and
+        with ``leading_vector="gd"`` the descent's passes, ``gd_history_[p]["n_passes"]``).
+    gd_history_ : list of dict or None
+        PPA-GD only (None otherwise), one dict per step: ``objective_start`` and ``objective``
+        (the step's mean squared residual ``f`` at the eigenvector and at the chosen ``e_p``),
+        ``n_iter`` (quasi-Newton iterations), ``n_passes`` (objective passes, the one at the
+        eigenvector included), ``converged`` (stopped by ``gd_tol`` rather than by
+        ``gd_max_iter`` or a failed line search) and ``angle`` (radians between the
+        eigenvector and ``e_p``).
     residual_cache_ : str
         The residual strategy used (Dask input) or ``"memory"`` (numpy input).
 
@@ -129,6 +166,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         extrapolation="linear",
         residual_cache="auto",
         block_rows=kernels.SUB_BLOCK_ROWS,
+        leading_vector="pca",
+        gd_max_iter=20,
+        gd_tol=1e-6,
     ):
         self.n_components = n_components
         self.degree = degree
@@ -138,6 +178,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.extrapolation = extrapolation
         self.residual_cache = residual_cache
         self.block_rows = block_rows
+        self.leading_vector = leading_vector
+        self.gd_max_iter = gd_max_iter
+        self.gd_tol = gd_tol
 
     # ---------------------------------------------------------------------------------------
     # validation
@@ -189,6 +232,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             )
         if not isinstance(self.block_rows, numbers.Integral) or self.block_rows < 1:
             raise ValueError(f"block_rows must be a positive int, got {self.block_rows!r}")
+        if self.leading_vector not in ("pca", "gd"):
+            raise ValueError(
+                f"leading_vector must be 'pca' or 'gd', got {self.leading_vector!r}"
+            )
+        if (not isinstance(self.gd_max_iter, numbers.Integral) or isinstance(self.gd_max_iter, bool)
+                or self.gd_max_iter < 0):
+            raise ValueError(f"gd_max_iter must be an int >= 0, got {self.gd_max_iter!r}")
+        if (not isinstance(self.gd_tol, numbers.Real) or isinstance(self.gd_tol, bool)
+                or not np.isfinite(self.gd_tol) or self.gd_tol < 0):
+            raise ValueError(f"gd_tol must be a finite number >= 0, got {self.gd_tol!r}")
         max_degree = candidates[-1]
         folds = 1 if fixed else int(self.cv)
         needed = folds * (max_degree + 1) if folds > 1 else max_degree + 1
@@ -243,28 +296,49 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     # fit
     # ---------------------------------------------------------------------------------------
 
-    def fit(self, X, y=None, progress=None):
+    def fit(self, X, y=None, progress=None, *, feature_dim=None, nan_policy="raise"):
         """Fit the model, one pass over ``X`` for the moments and one per step.
 
         Parameters
         ----------
-        X : array-like or dask.array.Array of shape (n_samples, n_features)
-            numpy input is fitted in memory; a Dask array is fitted blockwise on the current
-            distributed Client if there is one, else on Dask's default scheduler.
+        X : array-like, dask.array.Array, zarr.Array, xarray.DataArray or xarray.Dataset
+            numpy input is fitted in memory; a Dask array (or a ``zarr.Array``, read as Dask
+            with its own chunks) is fitted blockwise on the current distributed Client if there
+            is one, else on Dask's default scheduler. xarray input is stacked to
+            ``(samples, features)`` by :mod:`ppa_dask.xarray`.
         y : ignored
         progress : callable, optional
             Called as ``progress(p, k)`` on the client after step ``p`` of ``k`` is fitted
             (e.g. to print a progress bar; the CLI does).
+        feature_dim : str, optional
+            xarray only: the dimension of a DataArray holding the features; every other
+            dimension is a sample dimension. For a Dataset the variables are the features.
+        nan_policy : {"raise", "drop_samples"}, default="raise"
+            xarray only: what to do with samples that are NaN in some but not all features
+            (samples NaN in every feature are always left out, features NaN everywhere always
+            dropped); see :func:`ppa_dask.xarray.fit`.
 
         Returns
         -------
         self : PPA
         """
+        if _is_xarray(X):
+            from . import xarray as xr_adapter
+
+            return xr_adapter.fit(
+                self, X, feature_dim=feature_dim, nan_policy=nan_policy, progress=progress
+            )
+        _no_xarray_options(feature_dim, nan_policy)
+        from .store import as_dask_if_zarr
+
+        X = as_dask_if_zarr(X)
         # validation resets these before the checks that can still fail; a failing fit restores
         # them, so a fitted model stays whole and an unfitted one stays unfitted
         saved = {k: v for k, v in vars(self).items() if k in _VALIDATION_ATTRS}
         try:
-            return self._fit(X, progress)
+            self._fit(X, progress)
+            vars(self).pop("xarray_layout_", None)  # a fit on plain arrays has no xarray layout
+            return self
         except BaseException:
             for k in _VALIDATION_ATTRS:
                 vars(self).pop(k, None)
@@ -321,11 +395,14 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         basis = np.eye(d)
         steps, degrees, scores, variances, residual = [], [], [], [], [total_variance]
         max_degree = candidates[-1]
+        gd = self.leading_vector == "gd"
+        gd_history = []
         for p in range(n_steps):
             e, variance, next_basis = _algebra.leading_direction(C, basis)
             offset, scale = _algebra.basis_interval(e @ sample, total_variance)
             spec = StepSpec(e, offset, scale, max_degree, seed, n_folds, subspace=basis)
-            moments = driver.step_pass(mean, steps, spec, last=p == n_steps - 1)
+            # PPA-GD reads the residual again after this pass, so it is kept even at the last step
+            moments = driver.step_pass(mean, steps, spec, last=p == n_steps - 1 and not gd)
             if not fixed:
                 smallest = int((n - moments["n"]).min())
                 if smallest < max_degree + 1:
@@ -339,6 +416,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 chosen = _algebra.choose_degree(step_scores, candidates, float(np.trace(C)))
             else:
                 chosen = candidates[0]
+            if gd:
+                moved, record = self._refine_direction(
+                    driver, mean, steps, e, chosen, basis, sample, total_variance
+                )
+                gd_history.append(record)
+                if moved is not None:
+                    # the best trial's pass holds the step's moments at its e: fit from them
+                    e, offset, scale, moments = moved
+                    variance = max(float(e @ C @ e), 0.0)  # alpha's variance, for any unit e
+                    next_basis = _algebra.complement_basis(basis, e)
             U, S_vv, S_zv = _algebra.fit_step(moments, e, next_basis, chosen)
             lo, hi = float(moments["tmin"]), float(moments["tmax"])
             step = kernels.StepParams(e, U, offset, scale, lo, hi)
@@ -381,7 +468,43 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             n_components_=len(explained),
             n_samples_=int(n),
             fold_seed_=seed if not fixed else None,
+            gd_history_=gd_history if gd else None,
         )
+
+    def _refine_direction(self, driver, mean, steps, e, degree, basis, sample, total_variance):
+        """PPA-GD for one step: descend from the eigenvector ``e`` on the step's objective.
+
+        Each evaluation is one :meth:`objective_pass` at a trial unit vector of the residual
+        subspace ``span(basis)``, with the degree held at ``degree`` and the basis interval
+        recomputed from the row sample for that vector (the objective does not depend on the
+        interval: the polynomials of a degree span the same space on any interval). Returns
+        ``(moved, record)``: ``moved`` is ``(e, offset, scale, step moments)`` of the best point
+        when it beats the start, else None (the step is then the PCA-based one, unchanged).
+        """
+
+        def evaluate(direction):
+            offset, scale = _algebra.basis_interval(direction @ sample, total_variance)
+            spec = StepSpec(direction, offset, scale, degree, 0, 1, subspace=basis)
+            moments = driver.objective_pass(mean, steps, spec)
+            f, gradient = _algebra.gd_objective(moments, direction, basis, scale)
+            return f, gradient, (offset, scale, moments)
+
+        (best, f, _, payload), info = _algebra.sphere_minimize(
+            evaluate, e, basis, max_evals=int(self.gd_max_iter) + 1, tol=float(self.gd_tol)
+        )
+        f_start = info["f_start"]
+        record = dict(
+            objective_start=float(f_start),
+            objective=float(f),
+            n_iter=int(info["n_iter"]),
+            n_passes=int(info["n_evals"]),
+            converged=bool(info["converged"]),
+            angle=float(np.arccos(min(1.0, abs(float(best @ e))))),
+        )
+        if f >= f_start:
+            return None, dict(record, objective=float(f_start), angle=0.0)
+        offset, scale, moments = payload
+        return (best, offset, scale, _algebra.objective_fit_moments(moments)), record
 
     # ---------------------------------------------------------------------------------------
     # applying the model
@@ -437,8 +560,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         R : ndarray or dask.array.Array of shape (n_samples, n_components_)
-            Lazy when ``X`` is a Dask array.
+            Lazy when ``X`` is a Dask array. For xarray input, a DataArray with a ``component``
+            dimension in place of the feature dimension (see :func:`ppa_dask.xarray.transform`).
         """
+        if _is_xarray(X):
+            from . import xarray as xr_adapter
+
+            return xr_adapter.transform(self, X)
+        from .store import as_dask_if_zarr
+
+        X = as_dask_if_zarr(X)
         X, lazy = self._check_input(X)
         model, n_out = self._model_params(), self.n_components_
         if lazy:
@@ -463,7 +594,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         X_rec : ndarray or dask.array.Array of shape (n_samples, n_features_in_)
+            For an xarray DataArray of coefficients (with a ``component`` dimension), the
+            original dimensions and coordinates (see :func:`ppa_dask.xarray.inverse_transform`).
         """
+        if _is_xarray(X):
+            from . import xarray as xr_adapter
+
+            return xr_adapter.inverse_transform(self, X)
+        from .store import as_dask_if_zarr
+
+        X = as_dask_if_zarr(X)
         R, lazy = self._check_input(X, name="R", width=True)
         m = R.shape[1]
         if not 1 <= m <= self.n_components_:
@@ -501,6 +641,43 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         with single_blas_thread():
             return kernels.jacobian_block(X, model)
 
+    def metric(self, X, whitened=True):
+        """PPA-induced metric ``M(x) = J(x)^T Lambda^{-1} J(x)`` at each row (paper eq. 20-21).
+
+        ``d^2(x, x + dx) = dx^T M(x) dx``. With ``whitened=True`` ``Lambda`` holds the variances
+        of the PPA coefficients (``geometry.coefficient_variances``: ``explained_variance_``,
+        and for ``n_components=k < d - 1`` an equal share of the residual variance for each
+        residual coordinate), the generalised Mahalanobis metric: the Euclidean distance
+        between nearby points after ``PPA(whiten=True)``. For degree 1 it is the inverse
+        covariance of the data. ``whitened=False`` takes ``Lambda = I`` (``M = J^T J``).
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array of shape (n_samples, n_features)
+        whitened : bool, default=True
+
+        Returns
+        -------
+        M : ndarray or dask.array.Array of shape (n_samples, n_features, n_features)
+            Symmetric positive definite; lazy when ``X`` is a Dask array.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ppa_dask import PPA
+        >>> X = np.random.default_rng(0).normal(size=(1000, 3)) @ [[2, 1, 0], [0, 1, 0], [0, 0, 1]]
+        >>> M = PPA(degree=1).fit(X).metric(X[:2])
+        >>> bool(np.allclose(M[0], np.linalg.inv(np.cov(X.T))))
+        True
+        """
+        from . import geometry
+
+        J = self.jacobian(X)
+        weights = 1.0 / geometry.coefficient_variances(self) if whitened else None
+        if _is_dask(J):
+            return J.map_blocks(geometry.metric_from_jacobian, weights, dtype=np.float64)
+        return geometry.metric_from_jacobian(J, weights)
+
     def reconstruction_errors(self, X):
         """Mean squared reconstruction error for k = 0..n_steps components, in one pass.
 
@@ -527,6 +704,42 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             with single_blas_thread():
                 total = kernels.residual_norms_block(X, model)
         return total / X.shape[0]
+
+    def save(self, path, overwrite=False):
+        """Save the fitted model to a Zarr v3 group of plain arrays plus JSON (no pickle).
+
+        See :func:`ppa_dask.store.save_model`; the file is written to a temporary sibling and
+        renamed into place. Returns the absolute path.
+
+        Examples
+        --------
+        >>> import os, tempfile, numpy as np
+        >>> from ppa_dask import PPA
+        >>> X = np.random.default_rng(0).normal(size=(300, 3))
+        >>> model = PPA(degree=2, random_state=0).fit(X)
+        >>> path = model.save(os.path.join(tempfile.mkdtemp(), "ppa.zarr"))
+        >>> bool(np.array_equal(PPA.load(path).transform(X), model.transform(X)))
+        True
+        """
+        from .store import save_model
+
+        return save_model(self, path, overwrite=overwrite)
+
+    @classmethod
+    def load(cls, path):
+        """Load a model saved by :meth:`save`; the file is checked before anything is built.
+
+        Raises :class:`ppa_dask.store.ModelFileError` for a missing, truncated, tampered or
+        future-version file, and when the file holds another estimator class.
+        """
+        from .store import ModelFileError, load_model
+
+        model = load_model(path)
+        if not isinstance(model, cls):
+            raise ModelFileError(
+                f"{path!r} holds a {type(model).__name__}, not a {cls.__name__}", "invalid"
+            )
+        return model
 
     @property
     def _n_features_out(self):

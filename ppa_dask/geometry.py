@@ -1,0 +1,329 @@
+"""Differential geometry of a fitted PPA model: induced metric, curvilinear axes, Frenet frames.
+
+PPA maps a sample ``x`` to coefficients ``r = R(x)``; its inverse is closed form. Two geometric
+objects follow from the fitted model (Laparra et al., 2014, sections 3.4 and 5.2):
+
+* the **induced metric** ``M(x) = J(x)^T Lambda^{-1} J(x)`` (eq. 21), with ``J = dR/dx`` and
+  ``Lambda`` the variances of the PPA coefficients, a generalised Mahalanobis metric
+  (:func:`metric_from_jacobian`, :func:`coefficient_variances`; ``PPA.metric`` applies them);
+* the **curvilinear axes**: the ``p``-th axis through ``x`` is the curve
+  ``c(t) = R^{-1}(R(x) + t e_p)``. Its derivatives at ``t = 0``
+  (:func:`axis_derivatives`) give the Frenet-Serret frame and the generalised curvatures
+  ``chi_1 .. chi_{d-1}`` (:func:`frenet_serret`).
+
+Why the derivatives are exact and cheap
+---------------------------------------
+In the ambient frame each inverse step adds a function of its own coefficient only,
+``y_{p-1} = y_p + e_p alpha_p + U_p v(t_p(alpha_p))``, so
+``R^{-1}(r) = mean + B r_res + sum_p (e_p alpha_p + U_p v(t_p(alpha_p)))`` with ``B`` the
+residual basis. Moving one coefficient moves one term: the ``p``-th axis through ``x`` is the
+``p``-th step's polynomial curve translated to ``x``,
+``c(t) = x + e_p t + U_p (v(t_p(alpha_p + t)) - v(t_p(alpha_p)))``, and its ``j``-th derivative
+at ``t = 0`` is ``delta_{j1} e_p + U_p v^{(j)}(t_p) / scale_p^j`` (the Taylor jet of the inverse
+collapses to the one step that moves). Beyond the training range of ``alpha_p`` the basis is
+continued along its tangent (``extrapolation="linear"``), so there the axis is a straight line and
+its derivatives of order >= 2 are zero. Residual axes (``p >= n_steps``) are straight lines too.
+No finite differences are involved.
+
+The curvatures come from the QR factorisation ``[c', c'', ..., c^{(d)}] = Q R`` (Gram-Schmidt
+with positive diagonal): the columns of ``Q`` are the Frenet vectors and
+``chi_i = R_{i+1,i+1} / (R_{ii} ||c'||)``, the standard closed form of
+``<e_i', e_{i+1}> / ||c'||`` (for ``d = 3``, ``chi_1`` is the curvature
+``|c' x c''| / |c'|^3`` and ``chi_2`` the torsion ``det(c', c'', c''') / |c' x c''|^2``).
+The last vector completes a positively oriented frame, so the last curvature carries a sign.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from . import kernels
+from ._drivers import single_blas_thread
+
+__all__ = [
+    "coefficient_variances",
+    "metric_from_jacobian",
+    "axis_derivatives",
+    "frenet_from_derivatives",
+    "frenet_serret",
+]
+
+# a derivative vector whose component off the span of the earlier ones is below this fraction
+# of its norm is treated as linearly dependent (the curve is degenerate there)
+_DEPENDENT = 1e-9
+
+
+# --------------------------------------------------------------------------------------------
+# induced metric (paper eq. 20-21)
+# --------------------------------------------------------------------------------------------
+
+
+def coefficient_variances(model):
+    """Variances ``Lambda`` of the ``d`` coordinates of the volume-preserving PPA map.
+
+    The Jacobian of a fitted model (``PPA.jacobian``) has ``d`` rows: ``alpha_1 .. alpha_k`` and
+    the residual after ``k`` steps in ``residual_basis_`` coordinates. With all ``d - 1`` steps
+    fitted these are the model's ``explained_variance_``. With ``n_components=k < d - 1`` the
+    fit keeps only the total variance of the ``d - k``-dimensional residual
+    (``residual_variance_[-1]``), so each residual coordinate gets its share,
+    ``residual_variance_[-1] / (d - k)`` (an isotropic residual; ``ddof=1`` like
+    ``explained_variance_``). Zero variances are replaced by 1, as whitening does, so the
+    metric stays finite.
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+
+    Returns
+    -------
+    variances : ndarray of shape (n_features_in_,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ppa_dask import PPA
+    >>> X = np.random.default_rng(0).normal(size=(500, 3)) * [3.0, 2.0, 1.0]
+    >>> model = PPA(degree=1).fit(X)
+    >>> bool(np.allclose(coefficient_variances(model), model.explained_variance_))
+    True
+    """
+    check_is_fitted(model)
+    d = model.n_features_in_
+    variances = np.asarray(model.explained_variance_, dtype=np.float64)
+    missing = d - variances.shape[0]
+    if missing > 0:
+        n = model.n_samples_
+        ddof = n / (n - 1) if n > 1 else 1.0
+        residual = float(model.residual_variance_[-1]) * ddof / missing
+        variances = np.concatenate([variances, np.full(missing, residual)])
+    return np.where(variances > 0, variances, 1.0)
+
+
+def metric_from_jacobian(J, weights=None):
+    """``M = J^T diag(weights) J`` for a stack of Jacobians (a pure per-block kernel).
+
+    Parameters
+    ----------
+    J : ndarray of shape (n, d, d)
+        Jacobians ``dR/dx`` per sample.
+    weights : ndarray of shape (d,) or None
+        Inverse variances ``Lambda^{-1}`` of the output coordinates; None for the identity
+        (``M = J^T J``, the metric the Euclidean distance of the unwhitened coefficients
+        induces).
+
+    Returns
+    -------
+    M : ndarray of shape (n, d, d)
+        Symmetric by construction (formed as ``K^T K`` with ``K = sqrt(weights) J``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> J = np.array([[[1.0, 2.0], [0.0, 1.0]]])
+    >>> metric_from_jacobian(J, np.array([1.0, 4.0]))[0].tolist()
+    [[1.0, 2.0], [2.0, 8.0]]
+    """
+    J = np.asarray(J, dtype=np.float64)
+    K = J if weights is None else J * np.sqrt(np.asarray(weights, dtype=np.float64))[:, None]
+    return np.matmul(np.swapaxes(K, -1, -2), K)
+
+
+# --------------------------------------------------------------------------------------------
+# curvilinear axes and their Frenet-Serret frames (paper section 5.2)
+# --------------------------------------------------------------------------------------------
+
+
+def _check_model_points(model, X, axis):
+    """Validated numpy points and axis for a fitted model (clear errors for bad input)."""
+    check_is_fitted(model)
+    from .ppa import _is_dask
+
+    if _is_dask(X):
+        raise TypeError(
+            "frenet_serret works on numpy arrays of points; call .compute() on the Dask array "
+            "(or map this function over its blocks)."
+        )
+    X, _ = model._check_input(X)  # names the width the model expects
+    d = model.n_features_in_
+    if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
+        raise TypeError(f"axis must be an int, got {axis!r}")
+    if not 0 <= axis < d:
+        raise ValueError(
+            f"axis must be between 0 and {d - 1} (the model has {d} output coordinates), "
+            f"got {axis}"
+        )
+    if not np.isfinite(X).all():
+        bad = np.flatnonzero(~np.isfinite(X).all(axis=0)).tolist()
+        raise ValueError(f"X contains NaN or inf values in columns {bad}; points must be finite.")
+    return np.asarray(X, dtype=np.float64), int(axis)
+
+
+def axis_derivatives(model, X, axis=0, order=None):
+    """Exact derivatives of the ``axis``-th curvilinear axis through each row of ``X``.
+
+    The axis through ``x`` is ``c(t) = R^{-1}(R(x) + t e_axis)`` in the coordinates of the
+    volume-preserving (unwhitened) map; ``c(0) = x`` and ``c'(0)`` is column ``axis`` of
+    ``J(x)^{-1}``. See the module docstring for the closed form.
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+    X : array-like of shape (n, n_features_in_)
+        Points the axes pass through.
+    axis : int, default=0
+        Output coordinate: ``0 .. n_steps - 1`` are the curvilinear axes ``alpha_1 ..``; higher
+        indices are the (straight) residual axes.
+    order : int or None
+        Highest derivative; default ``n_features_in_`` (what the Frenet frame needs).
+
+    Returns
+    -------
+    D : ndarray of shape (n, n_features_in_, order)
+        ``D[i, :, j]`` is ``c^{(j+1)}(0)`` at row ``i``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ppa_dask import PPA
+    >>> s = np.linspace(-1, 1, 201)
+    >>> X = np.column_stack([s, 0.5 * s**2])       # a parabola, symmetric sample
+    >>> model = PPA(degree=2).fit(X)
+    >>> D = axis_derivatives(model, [[0.5, 0.125]], axis=0, order=2)
+    >>> D[0].round(6).tolist()                      # c' = (1, s), c'' = (0, 1)
+    [[1.0, 0.0], [0.5, 1.0]]
+    """
+    X, axis = _check_model_points(model, X, axis)
+    d = model.n_features_in_
+    order = d if order is None else int(order)
+    if order < 1:
+        raise ValueError(f"order must be >= 1, got {order}")
+    params = model._model_params()
+    n = X.shape[0]
+    D = np.zeros((n, d, order))
+    k = len(params.steps)
+    if axis >= k:
+        D[:, :, 0] = params.residual_basis[:, axis - k]
+        return D
+    with single_blas_thread():
+        Yt = kernels.centred_block(X, params.mean)
+        for step in params.steps[:axis]:
+            _, Yt = kernels.step_forward(Yt, step)
+        step = params.steps[axis]
+        alpha = step.direction @ Yt
+        degree = step.coef.shape[1] - 1
+        # derivatives of the (linearly continued) Chebyshev basis with respect to t = (alpha -
+        # offset) / scale; each derivative in alpha divides by the scale once more
+        # (derivatives above the degree are zero)
+        top = min(order, degree)
+        rows = kernels._extended_rows(step.coordinate(alpha), degree, step.lo, step.hi, top)
+        for j in range(1, top + 1):
+            D[:, :, j - 1] = (step.coef @ rows[j]).T / step.scale**j
+    D[:, :, 0] += step.direction
+    return D
+
+
+def frenet_from_derivatives(D):
+    """Frenet-Serret frames and generalised curvatures from derivative vectors ``c', c'', ...``.
+
+    Parameters
+    ----------
+    D : ndarray of shape (n, d, d)
+        ``D[i, :, j] = c^{(j+1)}`` at point ``i`` (as :func:`axis_derivatives` returns).
+
+    Returns
+    -------
+    frames : ndarray of shape (n, d, d)
+        ``frames[i, j]`` is the ``(j+1)``-th Frenet vector at point ``i`` (``frames[i, 0]`` the
+        unit tangent, ``frames[i, 1]`` the principal normal, ...); each ``frames[i]`` is an
+        orthogonal matrix with determinant +1.
+    curvatures : ndarray of shape (n, d - 1)
+        ``chi_1 .. chi_{d-1}``; all but the last are >= 0, the last carries the orientation
+        (the signed torsion for ``d = 3``). Where a derivative depends linearly on the earlier
+        ones (a straight or otherwise degenerate stretch) that curvature and all later ones are
+        0 and the frame is completed by an arbitrary orthonormal, positively oriented set.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> # a circle of radius 2 at t = 0: c' = (0, 2), c'' = (-2, 0)
+    >>> frames, chi = frenet_from_derivatives(np.array([[[0.0, -2.0], [2.0, 0.0]]]))
+    >>> chi.round(6).tolist(), (frames[0].round(6) + 0.0).tolist()
+    ([[0.5]], [[0.0, 1.0], [-1.0, 0.0]])
+    """
+    D = np.asarray(D, dtype=np.float64)
+    if D.ndim != 3 or D.shape[1] != D.shape[2]:
+        raise ValueError(f"D must have shape (n, d, d), got {D.shape}")
+    n, d, _ = D.shape
+    Q, R = np.linalg.qr(D)
+    diag = np.diagonal(R, axis1=1, axis2=2).copy()
+    # Gram-Schmidt convention: positive diagonal for the first d - 1 vectors, the last chosen
+    # to make the frame a rotation
+    signs = np.where(diag < 0, -1.0, 1.0)
+    signs[:, -1] = 1.0
+    Q = Q * signs[:, None, :]
+    diag = diag * signs
+    det = np.linalg.det(Q)
+    flip = np.where(det < 0, -1.0, 1.0)
+    Q[:, :, -1] *= flip[:, None]
+    diag[:, -1] *= flip
+    norms = np.linalg.norm(D, axis=1)
+    dependent = np.abs(diag) <= _DEPENDENT * norms
+    dependent = np.logical_or.accumulate(dependent, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chi = diag[:, 1:] / (diag[:, :-1] * diag[:, :1])
+    chi = np.where(dependent[:, 1:], 0.0, chi)
+    return np.ascontiguousarray(np.swapaxes(Q, 1, 2)), chi
+
+
+def frenet_serret(model, X, axis=0):
+    """Frenet-Serret frames and generalised curvatures of a curvilinear PPA axis.
+
+    At each row ``x`` of ``X`` the ``axis``-th curvilinear axis ``c(t) = R^{-1}(R(x) + t e_p)``
+    is differentiated exactly ``d`` times at ``t = 0`` (:func:`axis_derivatives`; no finite
+    differences) and the derivatives are turned into the Frenet frame and the curvatures
+    ``chi_i = <e_i', e_{i+1}> / ||c'||`` (:func:`frenet_from_derivatives`), in any dimension
+    ``d`` (paper section 5.2). Curvatures do not depend on the parametrisation, so whitening
+    does not change them.
+
+    Parameters
+    ----------
+    model : PPA
+        A fitted model.
+    X : array-like of shape (n, n_features_in_)
+        Points (numpy; finite).
+    axis : int, default=0
+        Which output coordinate's axis: ``0`` is the first curvilinear feature.
+
+    Returns
+    -------
+    frames : ndarray of shape (n, d, d)
+        ``frames[i, 0]`` is the unit tangent at row ``i``, ``frames[i, 1]`` the normal, ...;
+        each ``frames[i]`` is a rotation matrix (rows are the Frenet vectors).
+    curvatures : ndarray of shape (n, d - 1)
+        ``chi_1 .. chi_{d-1}`` (for ``d = 3``: curvature and signed torsion). Degenerate
+        points (a straight stretch, e.g. beyond the training range where the axes continue as
+        lines, or a residual axis) give zeros from the first undefined curvature on.
+
+    Raises
+    ------
+    ValueError
+        ``X`` of the wrong width or with NaN/inf; ``axis`` outside ``0 .. d - 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ppa_dask import PPA
+    >>> from ppa_dask.datasets import make_helix
+    >>> X = make_helix(2000, noise=0.05, random_state=0)
+    >>> model = PPA(degree=9).fit(X)
+    >>> frames, chi = frenet_serret(model, X[:5])
+    >>> frames.shape, chi.shape
+    ((5, 3, 3), (5, 2))
+    """
+    D = axis_derivatives(model, X, axis=axis)
+    return frenet_from_derivatives(D)
