@@ -192,3 +192,21 @@ def test_polynomial_extrapolation_grows_faster_than_linear():
     lin = PPA(degree=9).fit(X).transform(far)
     poly = PPA(degree=9, extrapolation="polynomial").fit(X).transform(far)
     assert np.abs(poly).max() > 100 * np.abs(lin).max()
+
+
+def test_japanese_vowels_half_split_degree_five_stays_finite():
+    # the case that overflows with plain polynomial extrapolation (issue: real test data)
+    from ppa_dask.datasets import load_japanese_vowels
+
+    X, _ = load_japanese_vowels()
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(X))
+    train, test = X[order[: len(X) // 2]], X[order[len(X) // 2 :]]
+    model = PPA(degree=5).fit(train)
+    R = model.transform(test)
+    assert np.isfinite(R).all()
+    np.testing.assert_allclose(model.inverse_transform(R), test, atol=1e-9)
+    raw = PPA(degree=5, extrapolation="polynomial").fit(train).transform(test)
+    # the remedy only changes points outside the training range of some alpha
+    assert np.abs(raw).max() > np.abs(R).max()
