@@ -5,7 +5,18 @@ Commands
 demo
     Generate a curved 3-D manifold in ``--n-features`` dimensions as a Zarr array, fit PPA to
     it on a local Dask cluster, and compare its reconstruction error with PCA's for every
-    number of components. Everything is written inside ``--output``.
+    number of components. ``--cube``: the same for a synthetic hyperspectral cube read with
+    xarray, with component images. Everything is written inside ``--output``.
+run PIPELINE.yaml
+    A batch pipeline (:mod:`ppa_dask.pipeline`), resumed where a killed run stopped.
+fit INPUT MODEL / transform MODEL INPUT OUTPUT / inverse MODEL INPUT OUTPUT
+    Fit on a Zarr array or cube and save the model; write components / reconstructions to Zarr.
+info MODEL
+    Summary of a saved model.
+
+The computing commands take ``--cluster FILE`` (cluster/*.yaml), ``--scheduler ADDRESS`` (or
+``threads``), ``--workers``, ``--memory-limit`` and ``--performance-report FILE.html``; they
+print the dashboard link at start and a log line with the wall time of each stage.
 
 Adding a command: write ``_add_<name>(subparsers)``, which creates the sub-parser and sets
 ``func`` (a callable taking the parsed namespace and returning an exit code), and append it to
@@ -19,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import json
 import math
 import os
@@ -34,6 +44,12 @@ __all__ = ["main", "build_parser"]
 
 PROG = "ppa-dask"
 
+#: Size of the cube of ``demo --cube`` (bands, image side); pipelines/demo.yaml is the same run.
+CUBE_DEMO_BANDS = 32
+CUBE_DEMO_PIXELS = 256
+#: Rows of ``y`` per Dask/Zarr chunk of the demo cube.
+CUBE_DEMO_CHUNK_Y = 64
+
 #: Noise of the demo data set (``datasets.make_curved_manifold``'s default).
 DEMO_NOISE = 0.05
 #: Candidate degrees and folds of the demo fit.
@@ -42,8 +58,6 @@ DEMO_CV = 2
 #: The PCA comparison loads the data into this process when it takes at most this fraction of
 #: the available memory; otherwise it is computed on the cluster from the covariance.
 PCA_IN_MEMORY_FRACTION = 0.25
-#: Rows per block when computing PCA reconstruction errors in memory.
-PCA_ERROR_BLOCK_ROWS = 131072
 
 
 class CommandError(Exception):
@@ -139,8 +153,17 @@ def _add_demo(subparsers):
             "reconstruction_error.md and summary.json."
         ),
     )
-    p.add_argument("--output", "-o", metavar="DIR", default="ppa-dask-demo",
-                   help="output directory (default: ./ppa-dask-demo)")
+    p.add_argument("--output", "-o", metavar="DIR", default=None,
+                   help="output directory (default: ./ppa-dask-demo, with --cube "
+                        "./ppa-dask-demo-cube)")
+    p.add_argument("--cube", action="store_true",
+                   help="fit a synthetic hyperspectral cube (make_cube, read from Zarr with "
+                        "xarray) through the pipeline stages instead: component images, "
+                        "reconstruction-error table, PNGs; resumable like 'ppa-dask run'")
+    p.add_argument("--bands", metavar="B", type=_positive_int, default=CUBE_DEMO_BANDS,
+                   help=f"--cube: spectral bands (default: {CUBE_DEMO_BANDS})")
+    p.add_argument("--pixels", metavar="P", type=_positive_int, default=CUBE_DEMO_PIXELS,
+                   help=f"--cube: image side in pixels (default: {CUBE_DEMO_PIXELS})")
     p.add_argument("--n-samples", "-n", metavar="N", type=_positive_int, default=1_000_000,
                    help="number of samples (default: 1000000)")
     p.add_argument("--n-features", "-d", metavar="D", type=_positive_int, default=10,
@@ -151,6 +174,7 @@ def _add_demo(subparsers):
                    help="Dask worker processes, one thread each (default: 2)")
     p.add_argument("--chunk-rows", metavar="R", type=_positive_int, default=131_072,
                    help="rows per Zarr/Dask chunk (default: 131072, two generation blocks)")
+    _add_cluster_options(p, workers=False)
     p.set_defaults(func=run_demo)
     return p
 
@@ -197,91 +221,37 @@ def _available_memory():
 
 
 def _pca_errors_in_memory(X):
-    """PCA reconstruction MSE for k = 0..d-1 on in-memory data, and the eigenvalue check.
+    """PCA reconstruction MSE for k = 0..d-1 on in-memory data (scikit-learn's PCA), the sums
+    of discarded eigenvalues as a check, and a description (see
+    :func:`ppa_dask.pipeline.pca_reconstruction_errors`)."""
+    from .pipeline import pca_reconstruction_errors
 
-    One ``PCA(svd_solver="covariance_eigh")`` with all components is fitted. For each k the
-    reconstruction is scikit-learn's ``inverse_transform`` of the ``transform`` output with the
-    coefficients of components k+1..d set to zero, which is exactly what a PCA fitted with
-    ``n_components=k`` returns (same mean, same leading eigenvectors). The error is the mean
-    over samples of the squared Euclidean norm of ``x - x_hat``.
-    """
-    from sklearn.decomposition import PCA
-
-    n, d = X.shape
-    pca = PCA(svd_solver="covariance_eigh").fit(X)
-    sums = np.zeros(d)
-    for start in range(0, n, PCA_ERROR_BLOCK_ROWS):
-        block = X[start : start + PCA_ERROR_BLOCK_ROWS]
-        Z = pca.transform(block)
-        for k in range(d):
-            Zk = Z.copy()
-            Zk[:, k:] = 0.0
-            R = block - pca.inverse_transform(Zk)
-            sums[k] += float(np.einsum("ij,ij->", R, R))
-    errors = sums / n
-    # the same errors as sums of discarded eigenvalues of the (ddof=0) covariance
-    eigen = pca.explained_variance_ * ((n - 1) / n)
-    tails = np.array([eigen[k:].sum() for k in range(d)])
-    method = (
-        "sklearn PCA(svd_solver='covariance_eigh') fitted on all rows in memory; MSE_k = "
-        "mean ||x - inverse_transform(transform(x) with components k+1..d zeroed)||^2"
-    )
-    return errors, tails, method
+    return pca_reconstruction_errors(np.asarray(X, dtype=np.float64))
 
 
 def _pca_errors_dask(X):
-    """PCA reconstruction MSE for k = 0..d-1 from the covariance, for data too big to load.
+    """PCA reconstruction MSE for k = 0..d-1 from the covariance computed with Dask."""
+    from .pipeline import pca_reconstruction_errors
 
-    MSE_k of PCA on its training data is exactly the sum of the discarded eigenvalues of the
-    covariance normalised by n (ddof=0). Mean, then centred scatter: two passes on the cluster.
-    """
-    import dask.array as da
-
-    n = X.shape[0]
-    X = X.astype(np.float64)
-    mean = X.mean(axis=0).compute()
-    Xc = X - mean
-    scatter = da.dot(Xc.T, Xc).compute()
-    eigen = np.linalg.eigvalsh(scatter / n)[::-1]
-    eigen = np.maximum(eigen, 0.0)
-    tails = np.array([eigen[k:].sum() for k in range(len(eigen))])
-    method = (
-        "data too large to load: PCA from the covariance computed with Dask (ddof=0); "
-        "MSE_k = sum of the discarded eigenvalues (identical to sklearn PCA's "
-        "inverse_transform(transform) error on the training data)"
-    )
-    return tails, tails, method
+    return pca_reconstruction_errors(X, in_memory_bytes=0)
 
 
 def _format_table(rows):
-    """Plain-text table of (k, pca, ppa, percent) rows."""
-    header = ("k", "PCA MSE", "PPA MSE", "PPA/PCA %")
-    body = [(str(k), f"{pca:.6g}", f"{ppa:.6g}", f"{pct:.1f}") for k, pca, ppa, pct in rows]
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(4)]
-    line = lambda cells: "  ".join(c.rjust(w) for c, w in zip(cells, widths))  # noqa: E731
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([line(header), rule, *(line(r) for r in body)])
+    from .pipeline import format_error_table
+
+    return format_error_table(rows)
 
 
 def _write_csv(path, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["k", "pca_mse", "ppa_mse", "ppa_over_pca_percent"])
-        for k, pca, ppa, pct in rows:
-            w.writerow([k, repr(float(pca)), repr(float(ppa)), repr(float(pct))])
+    from .pipeline import write_error_csv
+
+    write_error_csv(path, rows)
 
 
 def _write_markdown(path, rows, total_variance, caption):
-    lines = [
-        "| k | PCA MSE | PPA MSE | PPA/PCA % |",
-        "|---:|---:|---:|---:|",
-        *(f"| {k} | {pca:.6g} | {ppa:.6g} | {pct:.1f} |" for k, pca, ppa, pct in rows),
-        "",
-        f"Total variance (k = 0): {total_variance:.6g}. {caption}",
-        "",
-    ]
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
+    from .pipeline import write_error_markdown
+
+    write_error_markdown(path, rows, total_variance, caption)
 
 
 def _versions():
@@ -298,6 +268,10 @@ def _versions():
 def run_demo(args, stream=None):
     """The ``demo`` command; returns the exit code."""
     stream = sys.stdout if stream is None else stream
+    if args.cube:
+        return run_cube_demo(args, stream)
+    if args.output is None:
+        args.output = "ppa-dask-demo"
     n, d, seed = args.n_samples, args.n_features, args.seed
     chunk_rows = min(args.chunk_rows, n)
     if d < 4:
@@ -310,7 +284,7 @@ def run_demo(args, stream=None):
     import dask.array as da
 
     from . import datasets
-    from .cluster import dashboard_link, local_client
+    from .cluster import dashboard_link, step_reporter
     from .ppa import PPA
 
     progress = _Progress(stream)
@@ -340,16 +314,11 @@ def run_demo(args, stream=None):
         },
     }
     try:
-        with progress.stage("cluster_start_s", f"starting a local Dask cluster ({args.workers} "
-                            "worker process(es), 1 thread each)"):
+        with progress.stage("cluster_start_s", "starting the Dask cluster"):
             stack = contextlib.ExitStack()
-            client = stack.enter_context(
-                local_client(n_workers=args.workers, threads_per_worker=1,
-                             local_directory=scratch)
-            )
+            client = stack.enter_context(_session(args, progress, local_directory=scratch))
         with stack:
-            link = dashboard_link(client)
-            progress.say(f"dashboard: {link or '(not available)'}")
+            link = dashboard_link(client) if client is not None else None
 
             # (a) the data set, written on the cluster, reused when its attributes match
             why = _reusable(data_path, expected, (n, d), chunk_rows)
@@ -374,7 +343,7 @@ def run_demo(args, stream=None):
             with progress.stage("fit_s", f"fitting PPA(degree=1..5, cv={DEMO_CV}) on a "
                                 f"{X.shape[0]:,} x {X.shape[1]} Dask array "
                                 f"({X.numblocks[0]} chunks)"):
-                model.fit(X)
+                model.fit(X, progress=step_reporter(stream))
             degrees = [int(g) for g in model.degrees_]
             progress.say(
                 f"fit: {progress.times['fit_s']:.1f} s, {model.n_passes_} passes over the "
@@ -473,12 +442,442 @@ def run_demo(args, stream=None):
     return 0
 
 
+def cube_demo_config(seed=0, bands=CUBE_DEMO_BANDS, pixels=CUBE_DEMO_PIXELS):
+    """The pipeline configuration of ``ppa-dask demo --cube`` (pipelines/demo.yaml holds the
+    same with the default sizes)."""
+    from .pipeline import validate_pipeline
+
+    return validate_pipeline({
+        "name": "demo-cube",
+        "description": "PPA of a synthetic hyperspectral cube read from Zarr with xarray",
+        "output": "ppa-dask-demo-cube",
+        "seed": seed,
+        "data": {"source": "make_cube", "variable": "reflectance", "feature_dim": "band",
+                 "params": {"n_bands": bands, "ny": pixels, "nx": pixels,
+                            "chunks": {"y": min(CUBE_DEMO_CHUNK_Y, pixels)}}},
+        "preprocess": {"scale": "minmax", "mask": {"nonfinite": "drop"}},
+        "model": {"degree": list(DEMO_DEGREES), "cv": DEMO_CV},
+        "transform": {"components": None},
+        "evaluate": {"pca": True},
+        "plots": {"components": 3},
+    }, where="demo --cube")
+
+
+def run_cube_demo(args, stream):
+    """``demo --cube``: the cube pipeline in ``--output`` on the chosen cluster."""
+    from .pipeline import Run
+
+    if args.bands < 4:
+        raise CommandError(f"--bands must be >= 4, got {args.bands}")
+    config = cube_demo_config(args.seed, args.bands, args.pixels)
+    outdir = os.path.abspath(args.output or config["output"])
+    if os.path.lexists(outdir) and not os.path.isdir(outdir):
+        raise CommandError(f"--output {args.output!r} exists and is not a directory")
+    progress = _Progress(stream)
+    progress.say(f"ppa-dask demo --cube: {args.bands} bands x {args.pixels} x {args.pixels} "
+                 f"pixels, seed={args.seed}, output={outdir}")
+    scratch = os.path.join(outdir, ".dask-scratch")
+    scratch_existed = os.path.lexists(scratch)
+    try:
+        with _session(args, progress, local_directory=scratch):
+            Run(config, output=outdir, stream=stream, clock=progress.start).execute()
+    finally:
+        if not scratch_existed:
+            shutil.rmtree(scratch, ignore_errors=True)
+    for name in ("05-evaluate/reconstruction_error.md", "06-plots/components.png",
+                 "04-transform/components.zarr"):
+        progress.say(f"see {os.path.join(outdir, name)}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# clusters, dashboard and performance report (shared by the commands below)
+# ---------------------------------------------------------------------------------------------
+
+
+def _add_cluster_options(p, workers=True):
+    g = p.add_argument_group("where to compute (default: a local cluster on 127.0.0.1)")
+    g.add_argument("--cluster", metavar="FILE",
+                   help="cluster configuration file (cluster/local.yaml, slurm.yaml, pbs.yaml, "
+                        "kubernetes.yaml; see cluster/README.md)")
+    g.add_argument("--scheduler", metavar="ADDRESS",
+                   help="connect to a running scheduler (tcp://host:8786, tls://...), or "
+                        "'threads' / 'synchronous' to compute in this process without a cluster")
+    if workers:
+        g.add_argument("--workers", "-w", metavar="W", type=_positive_int, default=2,
+                       help="worker processes of the local cluster, one thread each (default: 2)")
+    g.add_argument("--memory-limit", metavar="SIZE", default="auto",
+                   help="memory limit per local worker, e.g. 2GiB (default: auto)")
+    g.add_argument("--performance-report", metavar="FILE.html",
+                   help="write distributed's performance report of the run to FILE.html")
+
+
+@contextlib.contextmanager
+def _session(args, progress, local_directory=None, cluster_file=None):
+    """Open the cluster the options ask for, print its dashboard, record a performance report."""
+    from .cluster import dashboard_link, open_client
+
+    cluster = getattr(args, "cluster", None) or cluster_file
+    scheduler = getattr(args, "scheduler", None)
+    report = getattr(args, "performance_report", None)
+    if cluster is not None and scheduler is not None:
+        raise CommandError("give either --cluster or --scheduler, not both")
+    if report is not None:
+        parent = os.path.dirname(os.path.abspath(report))
+        if not os.path.isdir(parent):
+            raise CommandError(f"--performance-report: folder {parent!r} does not exist")
+        if scheduler in ("threads", "synchronous", "sync", "single-threaded"):
+            raise CommandError(f"--performance-report needs a distributed scheduler, not "
+                               f"--scheduler {scheduler}")
+    what = (f"cluster from {cluster}" if cluster else f"scheduler {scheduler}" if scheduler
+            else f"local cluster ({args.workers} worker process(es), 1 thread each)")
+    progress.say(f"connecting: {what}")
+    with open_client(cluster=cluster, scheduler=scheduler, n_workers=getattr(args, "workers", 2),
+                     memory_limit=getattr(args, "memory_limit", "auto"),
+                     local_directory=local_directory) as client:
+        if client is None:
+            progress.say(f"computing in this process (dask scheduler {scheduler!r}); no dashboard")
+            yield None
+            return
+        n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        progress.say(f"scheduler {client.scheduler.address}, {n} worker(s)")
+        progress.say(f"dashboard: {dashboard_link(client) or '(not available)'}")
+        if report is None:
+            yield client
+        else:
+            from distributed import performance_report
+
+            with performance_report(filename=report):
+                yield client
+            progress.say(f"performance report: {os.path.abspath(report)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# run: a YAML pipeline
+# ---------------------------------------------------------------------------------------------
+
+
+def _add_run(subparsers):
+    p = subparsers.add_parser(
+        "run",
+        help="run a YAML pipeline (resumes a killed run)",
+        description=(
+            "Run the pipeline described by PIPELINE.yaml (see pipelines/): load, preprocess, "
+            "fit, transform, evaluate against PCA, plots. Each stage writes under the run "
+            "folder; stages already complete for the same configuration and inputs are "
+            "skipped, so rerunning a killed run resumes it. The file is validated before "
+            "anything runs."
+        ),
+    )
+    p.add_argument("pipeline", metavar="PIPELINE.yaml", help="the pipeline file")
+    p.add_argument("--output", "-o", metavar="DIR",
+                   help="run folder (default: the file's 'output', else runs/<name>)")
+    p.add_argument("--force", action="store_true", help="rerun every stage")
+    p.add_argument("--check", action="store_true",
+                   help="only validate the file (and its cluster file) and print the "
+                        "configuration with every default filled in")
+    _add_cluster_options(p)
+    p.set_defaults(func=run_run)
+    return p
+
+
+def run_run(args, stream=None):
+    """The ``run`` command; returns the exit code."""
+    stream = sys.stdout if stream is None else stream
+    from .cluster import read_cluster_config
+    from .pipeline import Run, load_pipeline
+
+    config = load_pipeline(args.pipeline)
+    cluster_file = None if (args.cluster or args.scheduler) else config.get("cluster")
+    if args.cluster or cluster_file:
+        read_cluster_config(args.cluster or cluster_file)  # validated before anything runs
+    if args.check:
+        import yaml
+
+        print(yaml.safe_dump(config, sort_keys=False), end="", file=stream)
+        print(f"{args.pipeline}: valid", file=stream)
+        return 0
+    progress = _Progress(stream)
+    progress.say(f"ppa-dask run {args.pipeline}")
+    with _session(args, progress, cluster_file=cluster_file):
+        root = Run(config, output=args.output, stream=stream, force=args.force,
+                   clock=progress.start).execute()
+    progress.say(f"results in {root}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# fit / transform / inverse / info
+# ---------------------------------------------------------------------------------------------
+
+
+def _degree_spec(text):
+    """argparse type: ``3``, ``1-5`` or ``1,2,4``."""
+    try:
+        if "-" in text:
+            lo, hi = (int(t) for t in text.split("-"))
+            values = list(range(lo, hi + 1))
+        else:
+            values = [int(t) for t in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a degree >= 1, a range such as 1-5 or a list such as 1,2,4; got {text!r}")
+    return values[0] if len(values) == 1 else values
+
+
+def _add_input_options(p):
+    p.add_argument("--variable", metavar="NAME",
+                   help="the array (or xarray variable) inside a Zarr group")
+
+
+def _open_data(path, variable=None, feature_dim=None):
+    """A Zarr input as a Dask array, or as a DataArray when ``feature_dim`` is given."""
+    from . import store
+
+    if feature_dim is None:
+        return store.open_input(path, variable=variable)
+    from .pipeline import open_zarr_dataset
+
+    ds = open_zarr_dataset(path)
+    names = list(ds.data_vars)
+    if variable is None:
+        if len(names) != 1:
+            raise CommandError(f"{path!r} holds the variables {names}; choose one with --variable")
+        variable = names[0]
+    if variable not in ds.data_vars:
+        raise CommandError(f"{path!r} has no variable {variable!r} (variables: {names})")
+    cube = ds[variable]
+    if feature_dim not in cube.dims:
+        raise CommandError(f"--feature-dim {feature_dim!r} is not a dimension of {variable!r} "
+                           f"(dimensions: {', '.join(cube.dims)})")
+    return cube
+
+
+def _check_new_output(path, overwrite, what):
+    if os.path.lexists(path) and not overwrite:
+        raise CommandError(f"{what} {path!r} already exists; pass --overwrite to replace it")
+
+
+def _add_fit(subparsers):
+    p = subparsers.add_parser(
+        "fit", help="fit PPA on a Zarr array or cube and save the model",
+        description=(
+            "Fit PPA on INPUT (a Zarr array of samples x features, a variable of a Zarr group, "
+            "or with --feature-dim an xarray cube whose other dimensions are samples) and save "
+            "the model to MODEL (a Zarr group of arrays and JSON; never pickle)."),
+    )
+    p.add_argument("input", metavar="INPUT", help="Zarr store (local path or fsspec URL)")
+    p.add_argument("model", metavar="MODEL", help="where to save the model (a .zarr folder)")
+    _add_input_options(p)
+    p.add_argument("--feature-dim", metavar="DIM",
+                   help="read INPUT with xarray; DIM holds the features (e.g. band)")
+    p.add_argument("--nan-policy", choices=("raise", "drop_samples"), default="raise",
+                   help="xarray input: samples with NaN in some features (default: raise)")
+    p.add_argument("--degree", type=_degree_spec, default=[1, 2, 3, 4, 5], metavar="G",
+                   help="degree, or candidates chosen per step by cross-validation: 3, 1-5, "
+                        "1,2,4 (default: 1-5)")
+    p.add_argument("--cv", type=_positive_int, default=2, metavar="K",
+                   help="cross-validation folds for the degree choice (default: 2)")
+    p.add_argument("--n-components", type=_positive_int, default=None, metavar="K",
+                   help="steps to fit (default: all, d - 1)")
+    p.add_argument("--seed", type=_non_negative_int, default=0, metavar="S",
+                   help="seed of the cross-validation folds (default: 0)")
+    p.add_argument("--residual-cache", choices=("auto", "persist", "recompute"), default="auto",
+                   help="keep the residual on the workers between passes or recompute it "
+                        "(default: auto, from the data size and the cluster memory)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing MODEL")
+    _add_cluster_options(p)
+    p.set_defaults(func=run_fit)
+    return p
+
+
+def run_fit(args, stream=None):
+    """The ``fit`` command."""
+    stream = sys.stdout if stream is None else stream
+    from . import store
+    from .cluster import step_reporter
+    from .ppa import PPA
+
+    _check_new_output(args.model, args.overwrite, "MODEL")
+    X = _open_data(args.input, args.variable, args.feature_dim)
+    model = PPA(degree=args.degree, cv=args.cv, n_components=args.n_components,
+                random_state=args.seed, residual_cache=args.residual_cache)
+    progress = _Progress(stream)
+    shape = dict(X.sizes) if args.feature_dim else f"{X.shape[0]:,} x {X.shape[1]}"
+    progress.say(f"ppa-dask fit {args.input} ({shape}) -> {args.model}")
+    with _session(args, progress):
+        with progress.stage("fit_s", f"fitting {model!r}"):
+            kwargs = ({"feature_dim": args.feature_dim, "nan_policy": args.nan_policy}
+                      if args.feature_dim else {})
+            model.fit(X, progress=step_reporter(stream), **kwargs)
+        progress.say(f"fit: {progress.times['fit_s']:.1f} s, {model.n_passes_} passes, residual "
+                     f"cache {model.residual_cache_}, degrees "
+                     f"{' '.join(str(int(g)) for g in model.degrees_)}")
+    store.save_model(model, args.model, overwrite=args.overwrite)
+    progress.say(f"saved {os.path.abspath(args.model)}")
+    return 0
+
+
+def _add_apply(subparsers, name, help_, description, func):
+    p = subparsers.add_parser(name, help=help_, description=description)
+    p.add_argument("model", metavar="MODEL", help="a model saved by 'ppa-dask fit'")
+    p.add_argument("input", metavar="INPUT", help="Zarr store (local path or fsspec URL)")
+    p.add_argument("output", metavar="OUTPUT", help="Zarr array (or xarray group) to write")
+    _add_input_options(p)
+    if name == "transform":
+        p.add_argument("--components", type=_positive_int, default=None, metavar="K",
+                       help="write the first K components (default: all)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    _add_cluster_options(p)
+    p.set_defaults(func=func)
+    return p
+
+
+def _add_transform(subparsers):
+    return _add_apply(
+        subparsers, "transform", "PPA components of a Zarr array or cube, written to Zarr",
+        "Apply MODEL to INPUT and write the components to OUTPUT, chunked like the input. A "
+        "model fitted on an xarray cube reads INPUT with xarray and writes a group with a "
+        "'components' variable (masked samples NaN, coordinates kept). The write goes to a "
+        "temporary sibling renamed into place when complete.", run_transform)
+
+
+def _add_inverse(subparsers):
+    return _add_apply(
+        subparsers, "inverse", "map PPA components back to the input space",
+        "Apply MODEL's closed-form inverse to the components in INPUT (as written by "
+        "'ppa-dask transform'; with m < all components the residual after step m is taken as "
+        "zero) and write the reconstruction to OUTPUT.", run_inverse)
+
+
+def _load_model_file(path):
+    from . import store
+
+    return store.load_model(path)
+
+
+def _layout_dim(model):
+    layout = getattr(model, "xarray_layout_", None)
+    if layout is None:
+        return None
+    return layout.get("feature_dim") or "variable"
+
+
+def _apply(args, stream, what):
+    stream = sys.stdout if stream is None else stream
+    from . import store
+
+    _check_new_output(args.output, args.overwrite, "OUTPUT")
+    model = _load_model_file(args.model)
+    progress = _Progress(stream)
+    progress.say(f"ppa-dask {what} {args.input} with {args.model} -> {args.output}")
+    cube_dim = _layout_dim(model)
+    with _session(args, progress):
+        with progress.stage(f"{what}_s", f"{what}: computing and writing"):
+            if cube_dim is None:
+                X = store.open_input(args.input, variable=args.variable)
+                if what == "transform":
+                    k = model.n_components_ if args.components is None else min(
+                        args.components, model.n_components_)
+                    out = model.transform(X)[:, :k]
+                else:
+                    out = model.inverse_transform(X)
+                store.write_array(out, args.output, overwrite=args.overwrite,
+                                  attrs={"ppa_dask_command": what, "model": os.path.abspath(
+                                      args.model)})
+                shape = out.shape
+            else:
+                if what == "transform":
+                    data = _open_data(args.input, args.variable, cube_dim)
+                    out = model.transform(data)
+                    if args.components is not None:
+                        out = out.isel(component=slice(0, args.components))
+                else:
+                    data = _open_data(args.input, args.variable or "components", "component")
+                    out = model.inverse_transform(data)
+                store.write_dataset(out, args.output, overwrite=args.overwrite)
+                shape = dict(out.sizes) if hasattr(out, "sizes") else "?"
+    progress.say(f"wrote {os.path.abspath(args.output)} ({shape}) in "
+                 f"{progress.times[f'{what}_s']:.1f} s")
+    return 0
+
+
+def run_transform(args, stream=None):
+    """The ``transform`` command."""
+    return _apply(args, stream, "transform")
+
+
+def run_inverse(args, stream=None):
+    """The ``inverse`` command."""
+    return _apply(args, stream, "inverse")
+
+
+def _add_info(subparsers):
+    p = subparsers.add_parser(
+        "info", help="summary of a saved model",
+        description="Check MODEL (format version, checksums) and print a summary of it; "
+                    "nothing in the file is executed.")
+    p.add_argument("model", metavar="MODEL", help="a model saved by 'ppa-dask fit'")
+    p.add_argument("--json", action="store_true", help="print the full summary as JSON")
+    p.set_defaults(func=run_info)
+    return p
+
+
+def run_info(args, stream=None):
+    """The ``info`` command."""
+    stream = sys.stdout if stream is None else stream
+    from . import store
+
+    info = store.model_info(args.model)
+    if args.json:
+        json.dump(info, stream, indent=2, default=str)
+        stream.write("\n")
+        return 0
+    fitted = info.get("fitted", {})
+
+    def value(name):
+        v = fitted.get(name)
+        return v if not isinstance(v, dict) else f"array {v.get('shape')}"
+
+    lines = [
+        f"model:            {info['path']}",
+        f"estimator:        {info['estimator']}",
+        f"format version:   {info['format_version']} (written by ppa-dask "
+        f"{info.get('library_version')})",
+        "parameters:       " + ", ".join(f"{k}={v!r}" for k, v in info["params"].items()),
+    ]
+    for name in ("n_features_in_", "n_samples_", "n_components_", "n_passes_",
+                 "residual_cache_"):
+        if name in fitted:
+            lines.append(f"{name + ':':<18}{value(name)}")
+    model = None
+    if info["estimator"] == "PPA":
+        model = store.load_model(args.model)
+        lines.append(f"{'degrees_:':<18}{' '.join(str(int(g)) for g in model.degrees_)}")
+        ev = np.asarray(model.explained_variance_)
+        share = ev / ev.sum() if ev.sum() > 0 else ev
+        lines.append(f"{'explained share:':<18}" + " ".join(f"{s:.3g}" for s in share[:10])
+                     + (" ..." if ev.size > 10 else ""))
+        rv = np.asarray(model.residual_variance_)
+        lines.append(f"{'training MSE(k):':<18}" + " ".join(f"{v:.3g}" for v in rv[:11])
+                     + (" ..." if rv.size > 11 else ""))
+        layout = getattr(model, "xarray_layout_", None)
+        if layout:
+            lines.append(f"{'xarray layout:':<18}features along "
+                         f"{layout.get('feature_dim') or 'the Dataset variables'}")
+    lines.append(f"arrays:           {len(info['arrays'])} (SHA-256 checked)")
+    print("\n".join(lines), file=stream)
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # entry point
 # ---------------------------------------------------------------------------------------------
 
 #: Functions adding one sub-command each to the sub-parsers.
-_COMMANDS = (_add_demo,)
+_COMMANDS = (_add_demo, _add_run, _add_fit, _add_transform, _add_inverse, _add_info)
 
 
 def build_parser():
@@ -516,6 +915,10 @@ def main(argv=None) -> int:
     try:
         return int(args.func(args) or 0)
     except (CommandError, ValueError) as exc:
+        # includes the pipeline, cluster-file and model-file errors (ValueError subclasses)
+        return _error(exc)
+    except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+            PermissionError) as exc:
         return _error(exc)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr, flush=True)

@@ -1,0 +1,268 @@
+#!/usr/bin/env python
+"""Out-of-core benchmark: fit PPA on a Zarr store about twice the cluster's total worker memory.
+
+    python pipelines/benchmark_out_of_core.py            # 4 GiB store, 2 workers x 1 GiB
+    python pipelines/benchmark_out_of_core.py --store-gib 8 --memory-limit 2GiB --keep
+
+What it does, on a LocalCluster of ``--workers`` single-threaded worker processes (one BLAS
+thread each) with a memory limit of ``--memory-limit`` each, everything bound to 127.0.0.1:
+
+1. checks the free disk space (the store plus 10 % must fit) and writes a seeded
+   ``curved``-manifold table of ``--store-gib`` GiB (``--n-features`` float64 columns, chunks of
+   ``--chunk-rows`` rows, Zarr v3 with the default zstd compression) into a temporary folder,
+   generated chunk by chunk on the workers;
+2. times one plain scan of the store (``X.sum()`` over ``ppa_dask.store.open_input``: read and
+   decompress every chunk once), before and again after the fit (on a shared machine the load
+   changes; the load average is printed with every step);
+3. fits ``PPA(degree=range(1, 6), cv=2)`` (all d - 1 steps, the degree of each chosen by
+   cross-validation) on the store; ``residual_cache="auto"`` must choose ``"recompute"`` since the
+   residual cannot be held in worker memory. Each step's time comes from the fit's progress
+   callback (the time between the ends of consecutive steps; the first includes the mean and
+   covariance pass);
+4. while it runs, samples the resident memory of every worker process every 20 ms and watches
+   for paused workers and worker restarts (a killed worker comes back with a new address);
+5. times a copy of the store to a new Zarr array (``write_array(X + 0)``: read, compute, write
+   every chunk once), the cost one step would have if the residual were checkpointed to disk
+   between passes instead of recomputed (``--no-copy`` skips it).
+
+Reported: peak worker memory against the limit (target: below 80 %, the point at which Dask
+pauses a worker; no worker paused or killed), time per PPA step against one plain scan
+(target: <= 2x) and the throughput. Temporary files are removed unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+if ROOT not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, ROOT)
+
+MEMORY_TARGET = 0.80
+STEP_TARGET = 2.0
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--store-gib", type=float, default=4.0,
+                   help="size of the float64 store in GiB (default: 4)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default: 2)")
+    p.add_argument("--memory-limit", default="1GiB",
+                   help="memory limit per worker (default: 1GiB)")
+    p.add_argument("--n-features", type=int, default=10, help="columns (default: 10)")
+    p.add_argument("--chunk-rows", type=int, default=262_144,
+                   help="rows per Zarr chunk (default: 262144, 20 MiB of float64 x 10)")
+    p.add_argument("--scan-repeats", type=int, default=2,
+                   help="plain scans timed (median reported; default: 2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tmpdir", default=None, help="parent of the temporary folder")
+    p.add_argument("--keep", action="store_true", help="keep the store (path printed)")
+    p.add_argument("--no-copy", action="store_true",
+                   help="skip timing a copy of the store (the checkpoint estimate)")
+    return p.parse_args(argv)
+
+
+def say(message=""):
+    print(message, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# worker memory and status sampling (runs inside the worker processes)
+# ---------------------------------------------------------------------------------------------
+
+
+def _start_sampler(dask_worker, interval=0.02):
+    import psutil
+    from distributed.core import Status
+
+    proc = psutil.Process()
+    state = {"peak": proc.memory_info().rss, "paused": False, "stop": False}
+
+    def sample():
+        while not state["stop"]:
+            state["peak"] = max(state["peak"], proc.memory_info().rss)
+            if dask_worker.status == Status.paused:
+                state["paused"] = True
+            time.sleep(interval)
+
+    dask_worker._ppa_benchmark = state
+    threading.Thread(target=sample, daemon=True, name="ppa-memory-sampler").start()
+    return state["peak"]
+
+
+def _stop_sampler(dask_worker):
+    state = getattr(dask_worker, "_ppa_benchmark", None)
+    if state is None:
+        return None
+    state["stop"] = True
+    return {"peak": state["peak"], "paused": state["paused"]}
+
+
+def _rss(dask_worker):
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+# ---------------------------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    from dask.utils import format_bytes, parse_bytes
+    from threadpoolctl import threadpool_limits
+
+    from ppa_dask import PPA, __version__
+    from ppa_dask.cluster import dashboard_link, local_client
+    from ppa_dask.datasets import write_zarr
+    from ppa_dask.store import open_input, write_array
+
+    d = args.n_features
+    limit = parse_bytes(args.memory_limit)
+    n = int(args.store_gib * 2**30 // (8 * d))
+    nbytes = 8 * n * d
+    total_memory = args.workers * limit
+    parent = args.tmpdir or tempfile.gettempdir()
+    free = shutil.disk_usage(parent).free
+    say(f"ppa-dask {__version__}, Python {platform.python_version()}, {os.cpu_count()} CPUs")
+    say(f"store: {n:,} x {d} float64 = {format_bytes(nbytes)} "
+        f"({nbytes / total_memory:.1f}x the cluster's {args.workers} x "
+        f"{format_bytes(limit)} worker memory); free disk in {parent}: {format_bytes(free)}")
+    if free < 1.1 * nbytes:
+        say(f"not enough free disk space for the store in {parent} (need "
+            f"{format_bytes(1.1 * nbytes)}); use --tmpdir or a smaller --store-gib")
+        return 2
+
+    folder = tempfile.mkdtemp(prefix="ppa-ooc-", dir=parent)
+    path = os.path.join(folder, "data.zarr")
+
+    def cleanup(*_):
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    signal.signal(signal.SIGTERM, lambda *a: (cleanup(), sys.exit(143)))
+    results = {}
+    try:
+        with threadpool_limits(1), local_client(
+            n_workers=args.workers, threads_per_worker=1, memory_limit=limit,
+            local_directory=os.path.join(folder, "scratch"),
+        ) as client:
+            say(f"cluster: {args.workers} worker process(es) x 1 thread, memory limit "
+                f"{format_bytes(limit)} each; dashboard {dashboard_link(client)}")
+            t0 = time.perf_counter()
+            write_zarr(path, n, n_features=d, kind="curved", chunk_rows=args.chunk_rows,
+                       random_state=args.seed)
+            t_write = time.perf_counter() - t0
+            stored = sum(os.path.getsize(os.path.join(r, f))
+                         for r, _, fs in os.walk(path) for f in fs)
+            say(f"wrote {path} in {t_write:.0f} s ({format_bytes(stored)} on disk, chunks of "
+                f"{args.chunk_rows:,} rows)")
+
+            X = open_input(path)
+            baseline = client.run(_rss)
+            client.run(_start_sampler)
+            workers_before = set(client.scheduler_info(n_workers=-1)["workers"])
+
+            scans = []
+            for _ in range(args.scan_repeats):
+                t0 = time.perf_counter()
+                X.sum().compute()
+                scans.append(time.perf_counter() - t0)
+            scan = statistics.median(scans)
+            say(f"plain scan (X.sum()): {', '.join(f'{s:.1f}' for s in scans)} s; median "
+                f"{scan:.1f} s ({nbytes / scan / 2**20:.0f} MiB/s)")
+
+            marks = []
+            model = PPA(degree=range(1, 6), cv=2, random_state=args.seed)
+
+            def progress(p, k):
+                marks.append(time.perf_counter())
+                step = marks[-1] - (marks[-2] if len(marks) > 1 else t_fit)
+                load = os.getloadavg()[0]
+                say(f"  step {p} of {k}: {step:.1f} s ({step / scan:.2f} x scan; load average "
+                    f"{load:.1f})")
+
+            say(f"fitting {model!r} ...")
+            t_fit = time.perf_counter()
+            model.fit(X, progress=progress)
+            fit_time = time.perf_counter() - t_fit
+            samples = client.run(_stop_sampler)
+            workers_after = set(client.scheduler_info(n_workers=-1)["workers"])
+            steps = np.diff([t_fit] + marks)
+            t0 = time.perf_counter()
+            X.sum().compute()
+            scan_after = time.perf_counter() - t0
+            say(f"plain scan after the fit: {scan_after:.1f} s")
+            copy = None
+            if not args.no_copy:
+                t0 = time.perf_counter()
+                write_array(X + 0.0, os.path.join(folder, "copy.zarr"))
+                copy = time.perf_counter() - t0
+                shutil.rmtree(os.path.join(folder, "copy.zarr"), ignore_errors=True)
+                say(f"copy of the store (read + write): {copy:.1f} s")
+            results = dict(scan=scan, scan_after=scan_after, copy=copy, steps=steps,
+                           fit=fit_time, samples=samples,
+                           baseline=baseline, restarted=workers_before != workers_after,
+                           cache=model.residual_cache_, passes=model.n_passes_,
+                           degrees=model.degrees_.tolist())
+    finally:
+        cleanup()
+        if args.keep:
+            say(f"kept {path}")
+
+    # ---- report ---------------------------------------------------------------------------
+    peaks = {w: s["peak"] for w, s in results["samples"].items()}
+    paused = any(s["paused"] for s in results["samples"].values())
+    worst = max(peaks.values())
+    steps = results["steps"]
+    later = steps[1:]  # the first step also includes the mean/covariance pass
+    say("")
+    say("Out-of-core PPA fit")
+    say("-------------------")
+    say(f"  store                 {format_bytes(nbytes)} = {nbytes / total_memory:.2f} x total "
+        f"worker memory ({args.workers} x {format_bytes(limit)})")
+    say(f"  residual cache        {results['cache']} (chosen automatically)")
+    say(f"  passes                {results['passes']} (degrees {results['degrees']})")
+    say(f"  fit                   {results['fit']:.0f} s")
+    say(f"  plain scan            {results['scan']:.1f} s before the fit, "
+        f"{results['scan_after']:.1f} s after")
+    say(f"  step 1 (+ moments)    {steps[0]:.1f} s = {steps[0] / results['scan']:.2f} x scan "
+        "(two passes)")
+    if len(later):
+        say(f"  steps 2..{len(steps)}            median {np.median(later):.1f} s, max "
+            f"{later.max():.1f} s = {np.median(later) / results['scan']:.2f} / "
+            f"{later.max() / results['scan']:.2f} x scan   target <= {STEP_TARGET:.0f}x: "
+            f"{'OK' if later.max() <= STEP_TARGET * results['scan'] else 'MISSED'}")
+    if results["copy"] is not None:
+        say(f"  copy (read + write)   {results['copy']:.1f} s = "
+            f"{results['copy'] / results['scan']:.2f} x scan (a step with a checkpointed "
+            "residual)")
+    for w in sorted(peaks):
+        say(f"  worker {w.split(':')[-1]:>6}         peak RSS {format_bytes(peaks[w])} = "
+            f"{peaks[w] / limit:.0%} of the limit (idle: "
+            f"{format_bytes(results['baseline'][w])})")
+    say(f"  peak / limit          {worst / limit:.0%}   target < {MEMORY_TARGET:.0%}: "
+        f"{'OK' if worst < MEMORY_TARGET * limit else 'MISSED'}")
+    say(f"  paused / restarted    {'yes' if paused else 'no'} / "
+        f"{'yes' if results['restarted'] else 'no'}")
+    ok = (results["cache"] == "recompute" and worst < MEMORY_TARGET * limit and not paused
+          and not results["restarted"])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

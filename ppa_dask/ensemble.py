@@ -1,0 +1,1077 @@
+"""Feature-bagging ensembles (Sun, "Feature Bagging Provides Stability"; DESIGN.md section 4).
+
+Feature sub-bagging fits ``B`` members, each on ``s = round(q d)`` of the ``d`` features drawn
+without replacement; at prediction time member ``b`` sees only its own columns and the outputs
+are averaged. Instance sub-bagging (ratio ``p``) and both at once ("general bagging") are
+options. Three estimators:
+
+* :class:`FeatureBaggingRegressor` and :class:`FeatureBaggingClassifier` for any scikit-learn
+  estimator (the classifier averages ``predict_proba``, or votes when the members have none);
+* :class:`FeatureBaggingPPA`: PPA members whose output is the reconstruction of the input from
+  ``k`` curvilinear components, averaged per feature over the members that hold it, with the
+  per-sample reconstruction error as a score.
+
+How the members are drawn
+-------------------------
+Everything random is a function of one integer seed and the member's number ``b``:
+member ``b``'s features are the first ``s`` entries of a permutation of the ``d`` features drawn
+from ``numpy.random.default_rng([seed, b, 0])`` (kept sorted), its instances the first ``m`` of a
+permutation of the ``n`` rows from ``[seed, b, 1]``, and its estimator's ``random_state`` comes from
+``[seed, b, 2]``. So member ``b`` does not depend on ``B``, on which worker fits it, or when; and
+removing a feature ``j`` has a natural *shared* coupling (``coupling="shared"``, the default):
+the refit keeps every bag that did not contain ``j`` and a bag that did takes the next feature
+of its own permutation instead, drawn from the same seed. ``coupling="independent"`` redraws the
+bags of the perturbed axis from fresh seeds (the affected-axis resampling of the paper's
+section 3). :mod:`ppa_dask.stability` uses both.
+
+:class:`FeatureBaggingPPA` draws its instance subsets differently: row ``i`` belongs to member
+``b`` when a 64-bit hash of ``(member seed, i)`` falls below ``p`` (a Bernoulli subsample of
+expected size ``p n``). This membership needs no index list of length ``n`` and is the same for
+a numpy array and a Dask array of any chunking, which is what lets all members of a
+:class:`FeatureBaggingPPA` be fitted together from one scan of an out-of-core array per step.
+
+Where members are fitted
+------------------------
+With a current distributed Client the members are Dask tasks (futures with ``pure=False``,
+collected with ``as_completed``, retried on failure; a text progress bar with ``verbose=1``);
+otherwise they are fitted one by one in process. With ``store=DIR`` every finished member is
+written to ``DIR`` as one ``.npz`` file (arrays and JSON, never pickle) and a later fit with the
+same parameters and data loads those and fits only the rest, so an interrupted fit resumes.
+Resumption covers members whose state is arrays only -- PPA, and linear models such as
+``LinearRegression`` or ``Ridge``; trees, forests and pipelines hold Python objects that cannot
+be written without pickle, so they stay in memory (the store then records only the manifest).
+A Dask-array fit of :class:`FeatureBaggingPPA` writes its members when its shared scans finish.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._fanout import current_client, one_blas_thread, run_tasks
+from ._member_store import MemberStore, fingerprint
+from .kernels import row_hash
+from .ppa import PPA, _is_dask
+
+__all__ = [
+    "FeatureBaggingRegressor",
+    "FeatureBaggingClassifier",
+    "FeatureBaggingPPA",
+    "MemberSpec",
+]
+
+COUPLINGS = ("shared", "independent")
+
+# stream tags of default_rng([seed, b, tag, ...]): one independent stream per random choice
+_FEATURES, _SAMPLES, _MEMBER_SEED = 0, 1, 2
+_FEATURES_REDRAWN, _SEED_REDRAWN_F, _SAMPLES_REDRAWN, _SEED_REDRAWN_I = 3, 4, 5, 6
+_ROW_HASH, _ROW_HASH_REDRAWN = 7, 8
+_SEED_MAX = np.iinfo(np.int32).max
+
+
+def _rng(*key):
+    return np.random.default_rng([int(k) for k in key])
+
+
+def _draw_seed(*key, high=_SEED_MAX):
+    return int(_rng(*key).integers(high))
+
+
+# --------------------------------------------------------------------------------------------
+# members and how they are drawn
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class MemberSpec:
+    """What one member is fitted on (all indices refer to the original data).
+
+    Attributes
+    ----------
+    index : int
+        The member's number ``b``.
+    features : ndarray of int
+        Sorted columns the member sees.
+    samples : ndarray of int or None
+        Sorted rows it is fitted on (fixed-size subsample); None for a hash membership or all.
+    seed : int or None
+        ``random_state`` given to the member's estimator (None leaves the estimator's own).
+    row_seed : int or None
+        Hash seed of a Bernoulli row membership (:class:`FeatureBaggingPPA`).
+    row_fraction : float
+        Probability that a row belongs, with ``row_seed``.
+    excluded_rows : tuple of int
+        Rows taken out of the membership (leave-one-instance-out refits).
+    """
+
+    index: int
+    features: np.ndarray
+    samples: np.ndarray | None = None
+    seed: int | None = None
+    row_seed: int | None = None
+    row_fraction: float = 1.0
+    excluded_rows: tuple = field(default=())
+
+    def row_mask(self, start, stop):
+        """Membership of global rows ``start .. stop-1`` (bool array), or None for all rows."""
+        if self.samples is not None:
+            lo, hi = np.searchsorted(self.samples, [start, stop])
+            mask = np.zeros(stop - start, dtype=bool)
+            mask[self.samples[lo:hi] - start] = True
+            return mask
+        if self.row_seed is None and not self.excluded_rows:
+            return None
+        if self.row_seed is None:
+            mask = np.ones(stop - start, dtype=bool)
+        else:
+            mask = row_hash(start, stop, self.row_seed) < _hash_threshold(self.row_fraction)
+        for i in self.excluded_rows:
+            if start <= i < stop:
+                mask[i - start] = False
+        return mask
+
+    def rows(self, n):
+        """Sorted rows of an ``n``-row array the member is fitted on, or None for all."""
+        if self.samples is not None:
+            return self.samples
+        mask = self.row_mask(0, n)
+        return None if mask is None else np.flatnonzero(mask)
+
+    def same_as(self, other):
+        """True when ``other`` draws exactly the same features, rows and seed."""
+        return (
+            np.array_equal(self.features, other.features)
+            and (self.samples is None) == (other.samples is None)
+            and (self.samples is None or np.array_equal(self.samples, other.samples))
+            and self.seed == other.seed
+            and self.row_seed == other.row_seed
+            and self.row_fraction == other.row_fraction
+            and tuple(self.excluded_rows) == tuple(other.excluded_rows)
+        )
+
+    def to_json(self):
+        return dict(
+            index=int(self.index),
+            features=[int(v) for v in self.features],
+            samples=None if self.samples is None else [int(v) for v in self.samples],
+            seed=self.seed,
+            row_seed=self.row_seed,
+            row_fraction=float(self.row_fraction),
+            excluded_rows=[int(v) for v in self.excluded_rows],
+        )
+
+
+def _hash_threshold(fraction):
+    # rows whose 64-bit hash is below fraction * 2^64 belong (fraction 1: every row)
+    return np.uint64(min(int(fraction * 2.0**64), 2**64 - 1)) if fraction < 1 else np.uint64(2**64 - 1)
+
+
+class BagPlan:
+    """The members of an ensemble as functions of ``(seed, b)``, and their leave-one-out redraws.
+
+    Parameters
+    ----------
+    seed : int
+    n_samples, n_features : int
+    n_estimators : int
+    n_features_per_member : int
+        ``s``.
+    samples : None, int or float
+        ``None``: every member sees all rows. An int ``m``: a fixed-size subsample of ``m`` rows
+        (``sampling="fixed"``). A float ``p``: a hash (Bernoulli) membership of probability
+        ``p`` (``sampling="hash"``).
+    own_seeds : bool
+        Give each member its own ``random_state`` (ensembles); False keeps the estimator's own
+        (a single, non-bagged estimator).
+    """
+
+    def __init__(self, seed, n_samples, n_features, n_estimators, n_features_per_member,
+                 samples=None, own_seeds=True):
+        self.seed = int(seed)
+        self.n_samples = int(n_samples)
+        self.n_features = int(n_features)
+        self.n_estimators = int(n_estimators)
+        self.s = int(n_features_per_member)
+        self.samples = samples
+        self.own_seeds = own_seeds
+
+    @property
+    def sampling(self):
+        if self.samples is None:
+            return None
+        return "hash" if isinstance(self.samples, float) else "fixed"
+
+    def _feature_order(self, b):
+        return _rng(self.seed, b, _FEATURES).permutation(self.n_features)
+
+    def _sample_order(self, b):
+        return _rng(self.seed, b, _SAMPLES).permutation(self.n_samples)
+
+    def member(self, b):
+        features = np.sort(self._feature_order(b)[: self.s])
+        seed = _draw_seed(self.seed, b, _MEMBER_SEED) if self.own_seeds else None
+        if self.sampling == "fixed":
+            m = self.samples
+            samples = None if m >= self.n_samples else np.sort(self._sample_order(b)[:m])
+            return MemberSpec(b, features, samples=samples, seed=seed)
+        if self.sampling == "hash":
+            row_seed = _draw_seed(self.seed, b, _ROW_HASH, high=2**63)
+            return MemberSpec(b, features, seed=seed, row_seed=row_seed,
+                              row_fraction=float(self.samples))
+        return MemberSpec(b, features, seed=seed)
+
+    def members(self):
+        return [self.member(b) for b in range(self.n_estimators)]
+
+    def without_feature(self, spec, j, coupling):
+        """Member ``spec`` refitted on the data without column ``j`` (original indices)."""
+        b, keep = spec.index, min(self.s, self.n_features - 1)
+        if coupling == "shared":
+            if j not in spec.features:
+                return spec
+            order = self._feature_order(b)
+            seed = spec.seed
+        else:
+            order = _rng(self.seed, b, _FEATURES_REDRAWN, j).permutation(self.n_features)
+            seed = _draw_seed(self.seed, b, _SEED_REDRAWN_F, j)
+        features = np.sort(order[order != j][:keep])
+        return MemberSpec(b, features, spec.samples, seed, spec.row_seed, spec.row_fraction,
+                          spec.excluded_rows)
+
+    def without_instance(self, spec, i, coupling):
+        """Member ``spec`` refitted on the data without row ``i``."""
+        b = spec.index
+        shared = coupling == "shared"
+        seed = spec.seed if shared else _draw_seed(self.seed, b, _SEED_REDRAWN_I, i)
+        if self.sampling == "fixed" and spec.samples is not None:
+            keep = min(self.samples, self.n_samples - 1)
+            if shared:
+                if i not in spec.samples:
+                    return spec
+                order = self._sample_order(b)
+            else:
+                order = _rng(self.seed, b, _SAMPLES_REDRAWN, i).permutation(self.n_samples)
+            samples = np.sort(order[order != i][:keep])
+            return MemberSpec(b, spec.features, samples, seed)
+        if self.sampling == "hash":
+            row_seed = spec.row_seed
+            if shared:
+                if not spec.row_mask(i, i + 1)[0]:
+                    return spec
+            else:
+                row_seed = _draw_seed(self.seed, b, _ROW_HASH_REDRAWN, i, high=2**63)
+            return MemberSpec(b, spec.features, None, seed, row_seed, spec.row_fraction, (int(i),))
+        # every row: drop row i
+        return MemberSpec(b, spec.features, None, seed, None, 1.0,
+                          tuple(spec.excluded_rows) + (int(i),))
+
+    def without(self, spec, axis, index, coupling):
+        if axis == "feature":
+            return self.without_feature(spec, index, coupling)
+        return self.without_instance(spec, index, coupling)
+
+
+# --------------------------------------------------------------------------------------------
+# fitting one member, and its output
+# --------------------------------------------------------------------------------------------
+
+
+def _set_random_state(estimator, seed):
+    """Set the estimator's ``random_state`` to ``seed``; nested ones get values drawn from it."""
+    keys = sorted(k for k in estimator.get_params(deep=True) if k.endswith("random_state"))
+    nested = [k for k in keys if k != "random_state"]
+    values = {"random_state": int(seed)} if "random_state" in keys else {}
+    if nested:
+        draws = np.random.default_rng(seed).integers(_SEED_MAX, size=len(nested))
+        values.update({k: int(v) for k, v in zip(nested, draws)})
+    if values:
+        estimator.set_params(**values)
+    return estimator
+
+
+def member_data(spec, X, y=None):
+    """The rows and columns of ``X`` (and ``y``) member ``spec`` is fitted on."""
+    rows = spec.rows(X.shape[0])
+    if rows is None:
+        Xm = X[:, spec.features]
+        return Xm, y
+    Xm = X[np.ix_(rows, spec.features)]
+    return Xm, (None if y is None else y[rows])
+
+
+def fit_member(spec, X, y, template):
+    """Clone ``template``, seed it from ``spec`` and fit it on the member's data."""
+    estimator = clone(template)
+    if spec.seed is not None:
+        _set_random_state(estimator, spec.seed)
+    Xm, ym = member_data(spec, X, y)
+    if y is None:
+        estimator.fit(Xm)
+    else:
+        estimator.fit(Xm, ym)
+    return estimator
+
+
+def member_output(kind, estimator, spec, X, width):
+    """``(columns, values)``: where member ``spec``'s output on ``X`` goes in the ensemble's.
+
+    ``kind`` is ``"regressor"`` (``predict``, ``width`` outputs), ``"classifier"`` (class
+    probabilities in the ensemble's ``width`` classes; a member without ``predict_proba`` votes)
+    or ``"ppa"`` (the member's k-component reconstruction of its own features).
+    """
+    Xm = X[:, spec.features]
+    n = X.shape[0]
+    if kind == "regressor":
+        return np.arange(width), np.asarray(estimator.predict(Xm), dtype=np.float64).reshape(n, -1)
+    if kind == "classifier":
+        full = np.zeros((n, width))
+        classes = np.asarray(estimator.classes_).astype(np.intp)
+        if hasattr(estimator, "predict_proba"):
+            full[:, classes] = estimator.predict_proba(Xm)
+        else:
+            full[np.arange(n), np.asarray(estimator.predict(Xm)).astype(np.intp)] = 1.0
+        return np.arange(width), full
+    if kind == "ppa":
+        # members keep k components, so this is the k-component reconstruction
+        return spec.features, estimator.inverse_transform(estimator.transform(Xm))
+    raise ValueError(f"unknown output kind {kind!r}")
+
+
+def accumulate(outputs, n_rows, width):
+    """Sum member outputs ``[(columns, values), ...]`` per column, in the order given."""
+    total = np.zeros((n_rows, width))
+    count = np.zeros(width)
+    for cols, values in outputs:
+        total[:, cols] += values
+        count[cols] += 1
+    return total, count
+
+
+def finish(total, count, fallback=None):
+    """Average per column; a column no member wrote takes ``fallback`` (or 0)."""
+    out = np.empty_like(total)
+    held = count > 0
+    out[:, held] = total[:, held] / count[held]
+    if (~held).any():
+        out[:, ~held] = 0.0 if fallback is None else np.asarray(fallback)[~held]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# validation helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def resolve_max_features(max_features, n_features):
+    """``s`` from ``max_features`` (a ratio ``q`` in (0, 1] or a count ``1 <= s <= d``)."""
+    if _is_int(max_features):
+        s = int(max_features)
+        if not 1 <= s <= n_features:
+            raise ValueError(
+                f"max_features={s} asks for {s} features per member, but X has {n_features} "
+                f"features; use 1 <= max_features <= {n_features} (or a ratio in (0, 1])."
+            )
+        return s
+    if _is_real(max_features):
+        q = float(max_features)
+        if not 0.0 < q <= 1.0:
+            raise ValueError(
+                f"max_features as a ratio q must lie in (0, 1], got {max_features!r}"
+            )
+        return max(1, min(n_features, int(np.floor(q * n_features + 0.5))))
+    raise TypeError(f"max_features must be a float in (0, 1] or an int, got {max_features!r}")
+
+
+def resolve_max_samples(max_samples, n_samples, as_fraction=False):
+    """None (all rows), or the subsample: ``m`` rows (int) or, with ``as_fraction``, ``p``."""
+    if max_samples is None:
+        return None
+    if _is_int(max_samples):
+        m = int(max_samples)
+        if not 1 <= m <= n_samples:
+            raise ValueError(
+                f"max_samples={m} asks for {m} rows per member, but X has {n_samples} rows; "
+                f"use 1 <= max_samples <= {n_samples} (or a ratio in (0, 1])."
+            )
+        if as_fraction:
+            return None if m == n_samples else m / n_samples
+        return None if m == n_samples else m
+    if _is_real(max_samples):
+        p = float(max_samples)
+        if not 0.0 < p <= 1.0:
+            raise ValueError(f"max_samples as a ratio p must lie in (0, 1], got {max_samples!r}")
+        if p == 1.0:
+            return None
+        if as_fraction:
+            return p
+        return max(1, min(n_samples, int(np.floor(p * n_samples + 0.5))))
+    raise TypeError(f"max_samples must be None, a float in (0, 1] or an int, got {max_samples!r}")
+
+
+def check_n_estimators(n_estimators):
+    if not _is_int(n_estimators) or n_estimators < 1:
+        raise ValueError(f"n_estimators (the number of bags B) must be an int >= 1, got "
+                         f"{n_estimators!r}")
+    return int(n_estimators)
+
+
+def check_coupling(coupling):
+    if coupling not in COUPLINGS:
+        raise ValueError(f"coupling must be one of {COUPLINGS}, got {coupling!r}")
+    return coupling
+
+
+def resolve_seed(random_state):
+    """An int seed: the int itself, one draw from a RandomState/Generator, or a fresh one."""
+    if _is_int(random_state):
+        if random_state < 0:
+            raise ValueError(f"random_state must be >= 0, got {random_state}")
+        return int(random_state)
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1)[0] % _SEED_MAX)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(_SEED_MAX))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(_SEED_MAX))
+    raise TypeError(f"random_state must be None, an int or a numpy random generator, got "
+                    f"{random_state!r}")
+
+
+def _describe(value):
+    """A JSON description of a parameter (an estimator by its class and parameters)."""
+    if hasattr(value, "get_params"):
+        params = {k: _describe(v) for k, v in sorted(value.get_params(deep=False).items())}
+        return {"class": f"{type(value).__module__}.{type(value).__qualname__}", "params": params}
+    if value is None or isinstance(value, (bool, str, int, float)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_describe(v) for v in value]
+    if isinstance(value, numbers.Number):
+        return value.item() if hasattr(value, "item") else float(value)
+    return repr(value)
+
+
+# --------------------------------------------------------------------------------------------
+# the ensembles
+# --------------------------------------------------------------------------------------------
+
+
+class _FeatureBagging(BaseEstimator):
+    """Shared machinery: validation, the bag plan, fitting members (tasks, store, resume)."""
+
+    _kind = None
+    # parameters that do not change which members a fit draws (left out of the store identity)
+    _not_in_identity = ("n_estimators", "coupling", "store", "retries", "verbose")
+
+    def _default_estimator(self):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _template(self):
+        estimator = self._default_estimator() if self.estimator is None else self.estimator
+        if not (hasattr(estimator, "fit") and hasattr(estimator, "get_params")):
+            raise TypeError(
+                f"estimator must be a scikit-learn estimator with fit and get_params, got "
+                f"{type(estimator).__name__}"
+            )
+        needed = "transform" if self._kind == "ppa" else "predict"
+        if not callable(getattr(estimator, needed, None)):
+            raise TypeError(
+                f"estimator {type(estimator).__name__} has no {needed} method; a "
+                f"{type(self).__name__} needs members with fit and {needed}."
+            )
+        return clone(estimator)
+
+    def _check_bagging(self, n_samples, n_features, sample_fraction=False):
+        B = check_n_estimators(self.n_estimators)
+        s = resolve_max_features(self.max_features, n_features)
+        samples = resolve_max_samples(self.max_samples, n_samples, as_fraction=sample_fraction)
+        check_coupling(self.coupling)
+        if self.store is not None and not _is_int(self.random_state):
+            raise ValueError(
+                "store needs an int random_state, so that a resumed fit draws the same members "
+                f"(got random_state={self.random_state!r})"
+            )
+        return B, s, samples
+
+    def bag_plan(self, n_samples, n_features):
+        """The :class:`BagPlan` of a fit on ``n_samples x n_features`` data (validates params)."""
+        B, s, samples = self._check_bagging(n_samples, n_features, self._kind == "ppa")
+        seed = resolve_seed(self.random_state)
+        return BagPlan(seed, n_samples, n_features, B, s, samples)
+
+    def _identity(self, seed, data_key):
+        params = {
+            k: _describe(v) for k, v in sorted(self.get_params(deep=False).items())
+            if k not in self._not_in_identity
+        }
+        if params.get("estimator") is None:
+            params["estimator"] = _describe(self._default_estimator())
+        cls = type(self)
+        return {
+            "ensemble": f"{cls.__module__}.{cls.__qualname__}",
+            "params": params,
+            "seed": int(seed),
+            "data": data_key,
+        }
+
+    def _open_store(self, seed, data_key):
+        if self.store is None:
+            return None
+        return MemberStore(self.store, self._identity(seed, data_key))
+
+    def _fit_members(self, specs, X, y, template, store):
+        """Fitted members in spec order: loaded from ``store`` or fitted as tasks."""
+        members = [None] * len(specs)
+        if store is not None:
+            on_disk = set(store.indices())
+            for pos, spec in enumerate(specs):
+                if spec.index in on_disk:
+                    members[pos] = store.load(spec.index)[0]
+        todo = [pos for pos, m in enumerate(members) if m is None]
+        client = current_client()
+        tasks = run_tasks(
+            _fit_member_task, [specs[pos] for pos in todo], (X, y, template), client=client,
+            retries=self.retries, label=f"{type(self).__name__} members", verbose=self.verbose,
+        )
+        for k, estimator in tasks:
+            pos = todo[k]
+            members[pos] = estimator
+            if store is not None:
+                store.save(specs[pos].index, estimator, extra=specs[pos].to_json())
+        self.n_members_loaded_ = len(specs) - len(todo)
+        return members
+
+    def _record(self, plan, specs, members):
+        self.seed_ = plan.seed
+        self.estimators_ = members
+        self.estimators_features_ = [spec.features for spec in specs]
+        self.member_specs_ = list(specs)
+        self.n_features_per_member_ = plan.s
+        self.member_seeds_ = np.array([spec.seed for spec in specs])
+        self.n_members_per_feature_ = np.bincount(
+            np.concatenate(self.estimators_features_), minlength=plan.n_features
+        )
+
+    def _validate_y(self, X, y):
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None."
+            )
+        n_y = len(y) if hasattr(y, "__len__") else None
+        n_X = X.shape[0] if hasattr(X, "shape") else (len(X) if hasattr(X, "__len__") else None)
+        if n_y is not None and n_X is not None and n_y != n_X:
+            raise ValueError(
+                f"y has {n_y} entries but X has {n_X} rows (samples); they must match."
+            )
+
+    def _validate_training_data(self, X, y, y_numeric):
+        """X and y checked as scikit-learn does; NaN in X only if the members accept it."""
+        self._check_not_dask(X)
+        self._validate_y(X, y)
+        allow_nan = self._members_allow_nan()
+        X, y = validate_data(self, X, y, reset=True, multi_output=True, y_numeric=y_numeric,
+                             ensure_all_finite="allow-nan" if allow_nan else True)
+        if y.ndim == 2 and y.shape[1] == 1:
+            from sklearn.utils.validation import column_or_1d
+
+            y = column_or_1d(y, warn=True)
+        return X, y
+
+    def _members_allow_nan(self):
+        from sklearn.utils import get_tags
+
+        estimator = self._default_estimator() if self.estimator is None else self.estimator
+        try:
+            return bool(get_tags(estimator).input_tags.allow_nan)
+        except Exception:  # not a scikit-learn estimator: the template check reports it
+            return False
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = self._members_allow_nan()
+        return tags
+
+    def _check_not_dask(self, X, what="fit"):
+        if _is_dask(X):
+            raise TypeError(
+                f"{type(self).__name__}.{what} takes in-memory data (a Dask array was given); "
+                "call .compute() on data that fits in memory. Out-of-core ensembles: "
+                "FeatureBaggingPPA."
+            )
+
+    def _member_outputs(self, X, width):
+        X = np.asarray(X, dtype=np.float64) if X.dtype.kind not in "fc" else X
+        specs = self._specs_for_output()
+        with one_blas_thread():
+            return [member_output(self._kind, est, spec, X, width)
+                    for est, spec in zip(self.estimators_, specs)]
+
+    def _specs_for_output(self):
+        return [MemberSpec(b, f) for b, f in enumerate(self.estimators_features_)]
+
+
+def _call_method(block, estimator, name):
+    return getattr(estimator, name)(block)
+
+
+def _most_probable(proba, classes):
+    return classes[np.argmax(proba, axis=1)]
+
+
+def _fit_member_task(spec, X, y, template):
+    with one_blas_thread():
+        return fit_member(spec, X, y, template)
+
+
+class _SklearnBagging(_FeatureBagging):
+    """Regressor and classifier: any scikit-learn estimator as the member."""
+
+    def __init__(self, estimator=None, n_estimators=10, max_features=0.5, max_samples=None,
+                 coupling="shared", random_state=None, store=None, retries=2, verbose=0):
+        self.estimator = estimator
+        self.n_estimators = n_estimators
+        self.max_features = max_features
+        self.max_samples = max_samples
+        self.coupling = coupling
+        self.random_state = random_state
+        self.store = store
+        self.retries = retries
+        self.verbose = verbose
+
+    def _fit_arrays(self, X, y_fit):
+        template = self._template()
+        n, d = X.shape
+        plan = self.bag_plan(n, d)
+        specs = plan.members()
+        store = self._open_store(plan.seed, fingerprint(X, y_fit))
+        members = self._fit_members(specs, X, y_fit, template, store)
+        self._record(plan, specs, members)
+        self.estimators_samples_ = [
+            np.arange(n) if spec.samples is None else spec.samples for spec in specs
+        ]
+        return self
+
+    def _check_predict_input(self, X):
+        check_is_fitted(self)
+        if _is_dask(X):
+            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has shape {X.shape}, but {type(self).__name__} is expecting "
+                    f"{self.n_features_in_} features as input."
+                )
+            return X
+        return validate_data(self, X, reset=False, ensure_all_finite=False)
+
+
+class FeatureBaggingRegressor(RegressorMixin, _SklearnBagging):
+    """Feature (and instance) sub-bagging of any scikit-learn regressor.
+
+    Member ``b`` is fitted on ``s = round(q d)`` columns drawn without replacement (and, with
+    ``max_samples``, on ``m`` rows drawn without replacement); it predicts from its own columns
+    and the ensemble averages the members' predictions.
+
+    Parameters
+    ----------
+    estimator : estimator, default=None
+        The member (cloned); None uses ``DecisionTreeRegressor()``, as scikit-learn's
+        ``BaggingRegressor`` does.
+    n_estimators : int, default=10
+        Number of members ``B`` (``>= 1``). :func:`ppa_dask.stability.bagging_rounds` gives the
+        order ``d (1 - q) / q`` past which more rounds change the feature stability little.
+    max_features : float or int, default=0.5
+        A ratio ``q`` in (0, 1] (``s = round(q d)``, at least 1) or a count ``s``.
+    max_samples : float, int or None, default=None
+        Instance sub-bagging: a ratio ``p`` in (0, 1] (``m = round(p n)``) or a count ``m``;
+        None fits every member on all rows. With ``max_features`` too: general bagging.
+    coupling : {"shared", "independent"}, default="shared"
+        How a refit without one feature or instance draws its bags (used by
+        :mod:`ppa_dask.stability`): ``"shared"`` keeps every bag the removal does not touch and
+        replaces the removed index by the next one of the bag's own permutation;
+        ``"independent"`` redraws the bags of the perturbed axis from fresh seeds.
+    random_state : int, RandomState, Generator or None, default=None
+        Seeds every draw (members are functions of ``(seed, b)`` only).
+    store : str or path-like or None, default=None
+        Directory where each finished member is written (one ``.npz``, no pickle) and from
+        which a later fit with the same parameters and data resumes. Needs an int
+        ``random_state``. Members that are not array-only (trees, pipelines) are kept in memory.
+    retries : int, default=2
+        Retries of a failed member task on a Dask cluster.
+    verbose : int, default=0
+        Show a text progress bar of the member fits when > 0.
+
+    Attributes
+    ----------
+    estimators_ : list of estimators
+    estimators_features_ : list of ndarray
+        Sorted columns of each member (as in scikit-learn's ``BaggingRegressor``).
+    estimators_samples_ : list of ndarray
+        Sorted rows of each member.
+    member_specs_ : list of MemberSpec
+        Each member's draw (features, rows, seed); :mod:`ppa_dask.stability` redraws them.
+    seed_ : int
+        The seed the members were drawn from.
+    member_seeds_ : ndarray of int
+        ``random_state`` given to each member's estimator.
+    n_features_per_member_ : int
+        ``s``.
+    n_members_per_feature_ : ndarray of shape (n_features_in_,)
+        How many members hold each feature.
+    n_members_loaded_ : int
+        Members read from ``store`` instead of fitted.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> from ppa_dask import FeatureBaggingRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 10)); y = X @ np.arange(10.0) + rng.normal(size=200)
+    >>> model = FeatureBaggingRegressor(LinearRegression(), n_estimators=20, max_features=0.5,
+    ...                                 random_state=0).fit(X, y)
+    >>> [len(f) for f in model.estimators_features_[:3]], model.predict(X[:2]).shape
+    ([5, 5, 5], (2,))
+    """
+
+    _kind = "regressor"
+
+    def _default_estimator(self):
+        from sklearn.tree import DecisionTreeRegressor
+
+        return DecisionTreeRegressor()
+
+    def fit(self, X, y):
+        """Fit the ``n_estimators`` members (Dask tasks on the current Client, if any).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        self
+        """
+        X, y = self._validate_training_data(X, y, y_numeric=True)
+        self.n_outputs_ = 1 if y.ndim == 1 else y.shape[1]
+        return self._fit_arrays(X, y)
+
+    def predict(self, X):
+        """Average of the members' predictions, each from its own columns.
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_outputs); lazy for a Dask array.
+        """
+        X = self._check_predict_input(X)
+        if _is_dask(X):
+            if X.numblocks[1] != 1:
+                X = X.rechunk({1: -1})
+            if self.n_outputs_ == 1:
+                return X.map_blocks(_call_method, self, "predict", drop_axis=1,
+                                    dtype=np.float64, meta=np.empty((0,)))
+            return X.map_blocks(_call_method, self, "predict", dtype=np.float64,
+                                chunks=(X.chunks[0], (self.n_outputs_,)), meta=np.empty((0, 0)))
+        total, count = accumulate(self._member_outputs(X, self.n_outputs_), X.shape[0],
+                                  self.n_outputs_)
+        out = total / len(self.estimators_)
+        return out[:, 0] if self.n_outputs_ == 1 else out
+
+
+class FeatureBaggingClassifier(ClassifierMixin, _SklearnBagging):
+    """Feature (and instance) sub-bagging of any scikit-learn classifier.
+
+    Parameters and attributes are those of :class:`FeatureBaggingRegressor` (the default member
+    is ``DecisionTreeClassifier()``), plus ``classes_``. Members are fitted on the class indices
+    ``0 .. n_classes - 1``; ``predict_proba`` averages their class probabilities (a member
+    without ``predict_proba`` contributes a one-hot vote) and ``predict`` takes the most
+    probable class.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from ppa_dask import FeatureBaggingClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 6)); y = np.where(X[:, 0] + X[:, 1] > 0, "a", "b")
+    >>> clf = FeatureBaggingClassifier(LogisticRegression(), n_estimators=15,
+    ...                                max_features=0.5, random_state=0).fit(X, y)
+    >>> clf.predict_proba(X[:2]).shape, bool(clf.score(X, y) > 0.7)
+    ((2, 2), True)
+    """
+
+    _kind = "classifier"
+
+    def _default_estimator(self):
+        from sklearn.tree import DecisionTreeClassifier
+
+        return DecisionTreeClassifier()
+
+    def fit(self, X, y):
+        """Fit the ``n_estimators`` members on the encoded classes.
+
+        Returns
+        -------
+        self
+        """
+        X, y = self._validate_training_data(X, y, y_numeric=False)
+        if y.ndim != 1:
+            raise ValueError(f"y must be one column of class labels, got shape {y.shape}")
+        check_classification_targets(y)
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        return self._fit_arrays(X, encoded.astype(np.intp))
+
+    def predict_proba(self, X):
+        """Average of the members' class probabilities, each from its own columns."""
+        X = self._check_predict_input(X)
+        width = len(self.classes_)
+        if _is_dask(X):
+            if X.numblocks[1] != 1:
+                X = X.rechunk({1: -1})
+            return X.map_blocks(_call_method, self, "predict_proba", dtype=np.float64,
+                                chunks=(X.chunks[0], (width,)), meta=np.empty((0, 0)))
+        total, _ = accumulate(self._member_outputs(X, width), X.shape[0], width)
+        return total / len(self.estimators_)
+
+    def predict(self, X):
+        """The most probable class."""
+        proba = self.predict_proba(X)
+        if _is_dask(proba):
+            return proba.map_blocks(_most_probable, self.classes_, drop_axis=1,
+                                    dtype=self.classes_.dtype, meta=np.empty((0,), self.classes_.dtype))
+        return self.classes_[np.argmax(proba, axis=1)]
+
+
+class FeatureBaggingPPA(_FeatureBagging):
+    """Feature-bagged Principal Polynomial Analysis: averaged k-component reconstructions.
+
+    Member ``b`` is a :class:`~ppa_dask.PPA` with ``n_components=k`` fitted on ``s = round(q d)``
+    of the features (and, with ``max_samples``, on a hash subsample of the rows, see the module
+    docstring). The ensemble's output for a sample is its reconstruction in input units: each
+    feature is the average, over the members that hold that feature, of the members'
+    k-component reconstructions (a feature held by no member is its training mean). The
+    per-sample squared reconstruction error is the score (:meth:`reconstruction_error`).
+
+    A Dask array is fitted out of core: all members together, from one scan of the data per
+    PPA step (every member's block moments taken in the same pass over each chunk), not one
+    scan per member. A numpy array is fitted member by member as Dask tasks on the current
+    Client (or in process).
+
+    Parameters
+    ----------
+    estimator : PPA or None, default=None
+        Template of the members (cloned; its ``n_components`` and ``random_state`` are set per
+        member). None uses ``PPA()``.
+    n_components : int, default=1
+        ``k``, the components each member keeps (``k < s``).
+    n_estimators : int, default=10
+    max_features : float or int, default=0.5
+    max_samples : float, int or None, default=None
+        Expected fraction ``p`` of the rows in each member (an int ``m`` means ``p = m / n``);
+        None: all rows.
+    coupling : {"shared", "independent"}, default="shared"
+    random_state : int, RandomState, Generator or None, default=None
+    store : str or path-like or None, default=None
+        Directory of member files (``.npz``, arrays and JSON); a later fit resumes from it.
+    retries : int, default=2
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    estimators_ : list of PPA
+    estimators_features_ : list of ndarray
+    estimators_samples_ : list of ndarray or None
+        Sorted rows of each member (None after a Dask fit: ``member_specs_[b].row_mask(start,
+        stop)`` gives member ``b``'s rows of any range without an index list of length ``n``).
+    member_specs_ : list of MemberSpec
+        Each member's draw (features, row membership, seed).
+    feature_mean_ : ndarray of shape (n_features_in_,)
+        Training mean of every feature (the output of a feature no member holds).
+    n_members_per_feature_ : ndarray of shape (n_features_in_,)
+    n_samples_per_member_ : ndarray of int
+        Rows each member was fitted on.
+    n_passes_ : int
+        Scans of the data made by ``fit`` (Dask input: ``1 + k`` for all members together;
+        numpy input: per member).
+    seed_, member_seeds_, n_features_per_member_, n_members_loaded_, n_features_in_
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ppa_dask import FeatureBaggingPPA
+    >>> rng = np.random.default_rng(0)
+    >>> t = rng.uniform(-1, 1, 1000)
+    >>> X = np.column_stack([t, t**2, np.sin(2 * t), t**3]) + 0.01 * rng.normal(size=(1000, 4))
+    >>> model = FeatureBaggingPPA(n_components=1, n_estimators=8, max_features=0.75,
+    ...                           random_state=0).fit(X)
+    >>> model.reconstruct(X[:3]).shape, model.reconstruction_error(X[:3]).shape
+    ((3, 4), (3,))
+    """
+
+    _kind = "ppa"
+
+    def __init__(self, estimator=None, n_components=1, n_estimators=10, max_features=0.5,
+                 max_samples=None, coupling="shared", random_state=None, store=None, retries=2,
+                 verbose=0):
+        self.estimator = estimator
+        self.n_components = n_components
+        self.n_estimators = n_estimators
+        self.max_features = max_features
+        self.max_samples = max_samples
+        self.coupling = coupling
+        self.random_state = random_state
+        self.store = store
+        self.retries = retries
+        self.verbose = verbose
+
+    def _default_estimator(self):
+        return PPA()
+
+    def _template(self):
+        if self.estimator is not None and not isinstance(self.estimator, PPA):
+            raise TypeError(
+                f"FeatureBaggingPPA members must be ppa_dask.PPA, got "
+                f"{type(self.estimator).__name__}"
+            )
+        return super()._template().set_params(n_components=self.n_components)
+
+    def bag_plan(self, n_samples, n_features):
+        plan = super().bag_plan(n_samples, n_features)
+        k = self.n_components
+        if not _is_int(k) or k < 1:
+            raise ValueError(f"n_components must be an int >= 1, got {k!r}")
+        if k >= plan.s:
+            raise ValueError(
+                f"n_components={k} must be smaller than the {plan.s} features each member holds "
+                f"(max_features={self.max_features!r} of {n_features}); lower n_components or "
+                "raise max_features."
+            )
+        return plan
+
+    def fit(self, X, y=None):
+        """Fit the members (one shared scan per PPA step for a Dask array).
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        template = self._template()
+        if _is_dask(X):
+            X = self._validate_dask(X)
+        else:
+            X = validate_data(self, X, reset=True, dtype=[np.float64, np.float32],
+                              ensure_min_features=2)
+        n, d = X.shape
+        plan = self.bag_plan(n, d)
+        specs = plan.members()
+        store = self._open_store(plan.seed, fingerprint(X))
+        if _is_dask(X):
+            from ._multifit import fit_members_shared_scans
+
+            members = [None] * len(specs)
+            if store is not None:
+                on_disk = set(store.indices())
+                for pos, spec in enumerate(specs):
+                    if spec.index in on_disk:
+                        members[pos] = store.load(spec.index)[0]
+            todo = [pos for pos, m in enumerate(members) if m is None]
+            fitted, info = fit_members_shared_scans(X, [specs[p] for p in todo], template)
+            for pos, estimator in zip(todo, fitted):
+                members[pos] = estimator
+                if store is not None:
+                    store.save(specs[pos].index, estimator, extra=specs[pos].to_json())
+            self.n_members_loaded_ = len(specs) - len(todo)
+            self.feature_mean_ = info["feature_mean"]
+            self.n_passes_ = info["n_scans"]
+        else:
+            members = self._fit_members(specs, X, None, template, store)
+            self.feature_mean_ = X.mean(axis=0, dtype=np.float64)
+            self.n_passes_ = int(sum(getattr(m, "n_passes_", 0) for m in members))
+        self._record(plan, specs, members)
+        self.n_samples_per_member_ = np.array([m.n_samples_ for m in members])
+        # index lists of length up to n per member only for in-memory data
+        self.estimators_samples_ = None if _is_dask(X) else [
+            np.arange(n) if spec.rows(n) is None else spec.rows(n) for spec in specs
+        ]
+        return self
+
+    def _validate_dask(self, X):
+        if X.ndim != 2:
+            raise ValueError(f"Expected a 2D array for X, got a {X.ndim}D Dask array.")
+        if not (np.issubdtype(X.dtype, np.floating) or np.issubdtype(X.dtype, np.integer)):
+            raise TypeError(f"X must hold real numbers, got Dask array of dtype {X.dtype}.")
+        if any(np.isnan(c) for c in X.chunks[0]):
+            raise ValueError("X has unknown chunk sizes; call compute_chunk_sizes() first.")
+        if X.shape[1] < 2:
+            raise ValueError(f"X has {X.shape[1]} feature(s); FeatureBaggingPPA needs >= 2.")
+        self.n_features_in_ = X.shape[1]
+        return X if X.numblocks[1] == 1 else X.rechunk({1: -1})
+
+    def _check_input(self, X):
+        check_is_fitted(self)
+        if _is_dask(X):
+            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has shape {X.shape}, but FeatureBaggingPPA is expecting "
+                                 f"{self.n_features_in_} features as input.")
+            return X if X.numblocks[1] == 1 else X.rechunk({1: -1})
+        return validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+
+    def reconstruct(self, X):
+        """The ensemble's k-component reconstruction of ``X``, in input units.
+
+        Returns
+        -------
+        X_rec : ndarray or dask.array.Array of shape (n_samples, n_features_in_)
+        """
+        X = self._check_input(X)
+        d = self.n_features_in_
+        if _is_dask(X):
+            return X.map_blocks(self._reconstruct_numpy, dtype=np.float64,
+                                chunks=(X.chunks[0], (d,)), meta=np.empty((0, 0)))
+        return self._reconstruct_numpy(X)
+
+    def _reconstruct_numpy(self, X):
+        total, count = accumulate(self._member_outputs(np.asarray(X), self.n_features_in_),
+                                  X.shape[0], self.n_features_in_)
+        return finish(total, count, self.feature_mean_)
+
+    predict = reconstruct
+
+    def reconstruction_error(self, X):
+        """Squared reconstruction error of each sample, ``||x - reconstruct(x)||^2``."""
+        X = self._check_input(X)
+        if _is_dask(X):
+            return X.map_blocks(self._error_numpy, drop_axis=1, dtype=np.float64,
+                                meta=np.empty((0,)))
+        return self._error_numpy(X)
+
+    def _error_numpy(self, X):
+        diff = np.asarray(X, dtype=np.float64) - self._reconstruct_numpy(X)
+        return np.einsum("ij,ij->i", diff, diff)
+
+    def score_samples(self, X):
+        """Minus the per-sample reconstruction error (higher is better, scikit-learn's way)."""
+        return -self.reconstruction_error(X)
+
+    def score(self, X, y=None):
+        """Minus the mean squared reconstruction error."""
+        errors = self.reconstruction_error(X)
+        return -float(errors.mean().compute() if _is_dask(errors) else errors.mean())

@@ -1,0 +1,1416 @@
+"""Batch pipelines described by YAML files: load -> preprocess -> fit -> transform -> evaluate
+-> plots, each stage writing under the run folder, a rerun resuming where a killed run stopped.
+
+A pipeline file (see ``pipelines/*.yaml``)::
+
+    pipeline: 1                  # format version
+    name: magic-gamma
+    description: optional text
+    output: runs/magic-gamma     # the run folder (default: runs/<name>)
+    seed: 0                      # data generation, train/test split, cross-validation folds
+    cluster: null                # a cluster file (cluster/*.yaml); CLI options win
+    data:                        # where the samples come from (one of the sources below)
+      source: dataset
+      name: magic_gamma
+      chunk_rows: 65536          # rows per chunk of the tables the pipeline writes
+    preprocess:
+      scale: minmax              # every feature to [0, 1] over the valid samples ("none": as is)
+      test_fraction: 0.5         # samples held out for testing (tables; default 0)
+      mask:
+        nonfinite: drop          # samples with a NaN/inf are left out ("error": refuse them)
+        valid_range: null        # [lo, hi]: values outside count as missing (fill values)
+    model:                       # PPA parameters (random_state is the seed)
+      degree: [1, 2, 3, 4, 5]
+      cv: 2
+      n_components: null
+      whiten: false
+      extrapolation: linear
+      residual_cache: auto
+    transform: {components: 3}   # components written (null: all)
+    evaluate: {pca: true}        # reconstruction MSE of PPA and PCA for k = 1..steps, on the
+                                 # training samples and (test_fraction > 0) the held-out ones
+    plots: {components: 3, max_points: 20000, dpi: 100}   # PNGs: components, error curves
+
+Data sources (``data.source``):
+
+* ``zarr`` -- a 2-D (samples x features) Zarr array, or ``variable`` of a Zarr group, by local
+  path or fsspec URL (``path``); read in place, not copied.
+* ``xarray`` -- ``variable`` of an xarray Zarr store (``path``) with a ``feature_dim`` (e.g.
+  ``band``); every other dimension is a sample dimension (a cube). Read in place.
+* ``dataset`` -- a data set bundled with ppa-dask (``name``: ``magic_gamma``, ``sat``, ...; any
+  ``ppa_dask.datasets.load_<name>`` returning ``(X, y)``), written to the run folder.
+* ``make_cube`` -- a synthetic hyperspectral cube, ``ppa_dask.datasets.make_cube(**params)``
+  written to the run folder; ``variable`` (default ``reflectance``) along ``feature_dim``
+  (default ``band``).
+* ``generated`` -- ``ppa_dask.datasets`` generators (``kind``: ``curved`` or ``helix``,
+  ``n_samples``, ``n_features``, ``params``), written to Zarr in the run folder.
+
+Cubes are fitted through the xarray adapter (``PPA().fit(cube, feature_dim=...)``): masked
+pixels are left out and come back NaN in the component images; tables are fitted on the valid
+(scaled) samples.
+
+Relative paths (``output``, ``data.path``, ``cluster``) are relative to the current directory.
+
+The run folder holds one folder per stage (``01-load`` ... ``06-plots``), ``pipeline.yaml`` (the
+validated configuration with every default filled in), ``pipeline.log`` and ``summary.json``.
+
+**Resuming.** A stage is complete when its folder holds ``_complete.json``, written last (by an
+atomic rename) after every output of the stage. The marker records a key, the SHA-256 of the
+stage's configuration, of the keys of the stages it reads from and of the fingerprints of the
+external inputs (file names, sizes and modification times of an input store), and the
+fingerprints of its own outputs. A rerun skips a stage whose marker has the same key and whose
+outputs are unchanged, and reruns it from an empty folder otherwise; a changed configuration or
+input therefore reruns that stage and every stage after it. A killed run leaves no marker in the
+stage it was in, so rerunning the same command resumes there.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import datetime
+import difflib
+import hashlib
+import inspect
+import json
+import math
+import numbers
+import os
+import re
+import shutil
+import sys
+import time
+
+import numpy as np
+
+__all__ = [
+    "PipelineError",
+    "STAGES",
+    "load_pipeline",
+    "validate_pipeline",
+    "run_pipeline",
+    "fingerprint",
+    "pca_reconstruction_errors",
+]
+
+#: Version of the pipeline file format (the ``pipeline:`` key) and of the completion markers.
+FORMAT_VERSION = 1
+#: The stages, in order; each writes under ``<run>/<NN>-<stage>/``.
+STAGES = ("load", "preprocess", "fit", "transform", "evaluate", "plots")
+STAGE_DIRS = {name: f"{i + 1:02d}-{name}" for i, name in enumerate(STAGES)}
+#: The completion marker of a stage (written last).
+MARKER = "_complete.json"
+#: Sections of the configuration each stage depends on (besides the stages it reads from).
+STAGE_CONFIG = {
+    "load": ("data", "seed"),
+    "preprocess": ("preprocess", "data"),
+    "fit": ("model", "seed"),
+    "transform": ("transform",),
+    "evaluate": ("evaluate",),
+    "plots": ("plots",),
+}
+#: The stages whose outputs each stage reads.
+STAGE_INPUTS = {
+    "load": (),
+    "preprocess": ("load",),
+    "fit": ("preprocess",),
+    "transform": ("preprocess", "fit"),
+    "evaluate": ("preprocess", "fit"),
+    "plots": ("preprocess", "transform", "evaluate"),
+}
+#: The evaluation loads the samples into memory (and compares with scikit-learn's PCA) when they
+#: take at most this many bytes; otherwise PCA comes from the covariance computed with Dask.
+PCA_IN_MEMORY_BYTES = 256 * 2**20
+#: Rows per block when computing PCA reconstruction errors in memory.
+PCA_ERROR_BLOCK_ROWS = 131072
+#: Rows per chunk of the tables written by the pipeline (samples x features).
+DEFAULT_CHUNK_ROWS = 65536
+
+
+class PipelineError(ValueError):
+    """A pipeline file or run that cannot go on; the message names the key and what was expected."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the schema
+# ---------------------------------------------------------------------------------------------
+
+_REQUIRED = object()
+
+
+class _Bad(Exception):
+    """A value that does not match its field (message: what was expected)."""
+
+
+class _Field:
+    """One key: ``check(value) -> normalised value`` raising :class:`_Bad`."""
+
+    def __init__(self, expected, check, default=_REQUIRED):
+        self.expected, self.check, self.default = expected, check, default
+
+
+def _is_int(v):
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _int_field(minimum=None, default=_REQUIRED, none=False):
+    text = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+    if none:
+        text += " or null"
+
+    def check(v):
+        if v is None and none:
+            return None
+        if not _is_int(v) or (minimum is not None and v < minimum):
+            raise _Bad(text)
+        return int(v)
+
+    return _Field(text, check, default)
+
+
+def _choice_field(options, default=_REQUIRED):
+    text = "one of " + ", ".join(repr(o) for o in options)
+
+    def check(v):
+        if v not in options:
+            raise _Bad(text)
+        return v
+
+    return _Field(text, check, default)
+
+
+def _bool_field(default):
+    def check(v):
+        if not isinstance(v, bool):
+            raise _Bad("true or false")
+        return v
+
+    return _Field("true or false", check, default)
+
+
+def _str_field(default=_REQUIRED, none=False, pattern=None, what="a string"):
+    text = what + (" or null" if none else "")
+
+    def check(v):
+        if v is None and none:
+            return None
+        if not isinstance(v, str) or not v or (pattern and not re.fullmatch(pattern, v)):
+            raise _Bad(text)
+        return v
+
+    return _Field(text, check, default)
+
+
+def _degree_check(v):
+    text = "an integer >= 1 or a non-empty list of integers >= 1"
+    if _is_int(v) and v >= 1:
+        return int(v)
+    if isinstance(v, list) and v and all(_is_int(g) and g >= 1 for g in v):
+        return sorted({int(g) for g in v})
+    raise _Bad(text)
+
+
+def _range_check(v):
+    text = "null or a list [low, high] of two numbers with low < high"
+    if v is None:
+        return None
+    if (isinstance(v, list) and len(v) == 2
+            and all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in v)
+            and math.isfinite(v[0]) and math.isfinite(v[1]) and v[0] < v[1]):
+        return [float(v[0]), float(v[1])]
+    raise _Bad(text)
+
+
+def _fraction_check(v):
+    if isinstance(v, numbers.Real) and not isinstance(v, bool) and 0.0 <= v < 1.0:
+        return float(v)
+    raise _Bad("a number in [0, 1)")
+
+
+def _mapping_check(v):
+    if v is None:
+        return {}
+    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+        raise _Bad("a mapping of parameter names to values")
+    return dict(v)
+
+
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_SOURCES = ("zarr", "xarray", "dataset", "make_cube", "generated")
+
+_DATA_COMMON = {
+    "source": _choice_field(_SOURCES),
+    "chunk_rows": _int_field(1, default=DEFAULT_CHUNK_ROWS),
+}
+_DATA_BY_SOURCE = {
+    "zarr": {
+        "path": _str_field(what="a Zarr path or URL (string)"),
+        "variable": _str_field(default=None, none=True, what="a variable name (string)"),
+    },
+    "xarray": {
+        "path": _str_field(what="a Zarr path or URL (string)"),
+        "variable": _str_field(default=None, none=True, what="a variable name (string)"),
+        "feature_dim": _str_field(what="the name of the feature dimension (string)"),
+    },
+    "dataset": {
+        "name": _str_field(what="a bundled data set name (string)"),
+    },
+    "make_cube": {
+        "params": _Field("a mapping of make_cube parameters", _mapping_check, default={}),
+        "variable": _str_field(default="reflectance", what="a variable of the cube (string)"),
+        "feature_dim": _str_field(default="band", what="the name of the feature dimension"),
+    },
+    "generated": {
+        "kind": _choice_field(("curved", "helix"), default="curved"),
+        "n_samples": _int_field(1),
+        "n_features": _int_field(2),
+        "params": _Field("a mapping of generator parameters", _mapping_check, default={}),
+    },
+}
+_SECTIONS = {
+    "preprocess": {
+        "scale": _choice_field(("minmax", "none"), default="minmax"),
+        "test_fraction": _Field("a number in [0, 1)", lambda v: _fraction_check(v), 0.0),
+        "mask": {
+            "nonfinite": _choice_field(("drop", "error"), default="drop"),
+            "valid_range": _Field(
+                "null or a list [low, high] of two numbers with low < high", _range_check, None),
+        },
+    },
+    "model": {
+        "degree": _Field("an integer >= 1 or a non-empty list of integers >= 1", _degree_check,
+                         default=[1, 2, 3, 4, 5]),
+        "cv": _int_field(2, default=2),
+        "n_components": _int_field(1, default=None, none=True),
+        "whiten": _bool_field(False),
+        "extrapolation": _choice_field(("linear", "polynomial"), default="linear"),
+        "residual_cache": _choice_field(("auto", "persist", "recompute"), default="auto"),
+    },
+    "transform": {
+        "components": _int_field(1, default=None, none=True),
+    },
+    "evaluate": {
+        "pca": _bool_field(True),
+    },
+    "plots": {
+        "components": _int_field(0, default=3),
+        "max_points": _int_field(1, default=20000),
+        "dpi": _int_field(20, default=100),
+    },
+}
+_TOP = {
+    "pipeline": _Field(f"{FORMAT_VERSION} (the pipeline format version)",
+                       lambda v: v if v == FORMAT_VERSION and _is_int(v) else _raise(
+                           f"{FORMAT_VERSION} (the pipeline format version)"),
+                       default=FORMAT_VERSION),
+    "name": _str_field(pattern=_NAME, what="a name of letters, digits, '.', '_' or '-'"),
+    "description": _str_field(default=None, none=True),
+    "output": _str_field(default=None, none=True, what="a folder path (string)"),
+    "seed": _int_field(0, default=0),
+    "cluster": _str_field(default=None, none=True, what="a cluster configuration file"),
+}
+
+
+def _raise(expected):
+    raise _Bad(expected)
+
+
+def _suggest(key, allowed):
+    close = difflib.get_close_matches(key, allowed, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_section(raw, fields, where, errors):
+    """Validate one mapping against ``fields`` (nested dicts are sub-sections)."""
+    out = {}
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        errors.append(f"{where}: expected a mapping, got {type(raw).__name__} {raw!r}")
+        return out
+    for key in raw:
+        if key not in fields:
+            allowed = sorted(fields)
+            name = f"{where}.{key}" if where else str(key)
+            errors.append(f"{name}: unknown key{_suggest(str(key), allowed)};"
+                          f" expected one of {', '.join(allowed)}")
+    for key, field in fields.items():
+        name = f"{where}.{key}" if where else key
+        if isinstance(field, dict):
+            out[key] = _check_section(raw.get(key), field, name, errors)
+            continue
+        if key not in raw:
+            if field.default is _REQUIRED:
+                errors.append(f"{name}: required; expected {field.expected}")
+            else:
+                out[key] = copy.deepcopy(field.default)
+            continue
+        try:
+            out[key] = field.check(raw[key])
+        except _Bad as exc:
+            errors.append(f"{name}: expected {exc}, got {raw[key]!r}")
+    return out
+
+
+def _dataset_names():
+    from . import datasets
+
+    # the loaders of tables: load_<name>(return_X_y=True) -> (X, y)
+    return sorted(n[len("load_"):] for n in dir(datasets)
+                  if n.startswith("load_") and callable(getattr(datasets, n))
+                  and "return_X_y" in inspect.signature(getattr(datasets, n)).parameters
+                  and n != "load_paper_dataset")
+
+
+def _is_url(path):
+    return "://" in path
+
+
+def _check_data(raw, errors):
+    if not isinstance(raw, dict):
+        errors.append(f"data: expected a mapping with a 'source' key, got {raw!r}")
+        return {}
+    source = raw.get("source")
+    if source not in _SOURCES:
+        if "source" not in raw:
+            errors.append("data.source: required; expected one of "
+                          f"{', '.join(map(repr, _SOURCES))}")
+        else:
+            errors.append(f"data.source: expected one of {', '.join(map(repr, _SOURCES))}, "
+                          f"got {source!r}")
+        return {}
+    fields = {**_DATA_COMMON, **_DATA_BY_SOURCE[source]}
+    data = _check_section(raw, fields, "data", errors)
+    if source == "dataset" and isinstance(data.get("name"), str):
+        names = _dataset_names()
+        if data["name"] not in names:
+            errors.append(f"data.name: expected a bundled data set ({', '.join(names)}), got "
+                          f"{data['name']!r}{_suggest(data['name'], names)}")
+    if source in ("zarr", "xarray") and isinstance(data.get("path"), str):
+        path = data["path"]
+        if not _is_url(path) and not os.path.exists(path):
+            errors.append(f"data.path: no such file or folder {path!r}")
+    if source == "make_cube" and "params" in data:
+        _check_params_against("make_cube", data["params"], "data.params", errors)
+    if source == "generated" and "params" in data:
+        for key, instead in (("n_samples", "data.n_samples"), ("n_features", "data.n_features"),
+                             ("kind", "data.kind"), ("random_state", "seed")):
+            if key in data["params"]:
+                errors.append(f"data.params.{key}: not allowed here; set {instead} instead")
+    return data
+
+
+def _check_params_against(func_name, params, where, errors):
+    """Keys of ``params`` must be keyword arguments of ``ppa_dask.datasets.<func_name>``."""
+    from . import datasets
+
+    func = getattr(datasets, func_name, None)
+    if func is None:
+        errors.append(f"data.source: ppa_dask.datasets.{func_name} is not available")
+        return
+    sig = inspect.signature(func)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return
+    allowed = sorted(n for n, p in sig.parameters.items()
+                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                     and n not in ("path", "random_state", "store", "overwrite"))
+    for key in params:
+        if key not in allowed:
+            errors.append(f"{where}.{key}: unknown parameter of {func_name}"
+                          f"{_suggest(key, allowed)};"
+                          f" expected one of {', '.join(allowed)}")
+
+
+def validate_pipeline(raw, where="pipeline"):
+    """Validate a pipeline configuration (a parsed YAML mapping) before anything runs.
+
+    Parameters
+    ----------
+    raw : mapping
+        The parsed file.
+    where : str
+        Name used in error messages (the file name).
+
+    Returns
+    -------
+    config : dict
+        The configuration with every default filled in.
+
+    Raises
+    ------
+    PipelineError
+        Naming every bad key and what was expected, e.g.
+        ``model.degree: expected an integer >= 1 or a non-empty list of integers >= 1, got 0``.
+
+    Examples
+    --------
+    >>> validate_pipeline({"name": "x", "data": {"source": "dataset", "name": "vehicles"}}
+    ...                   )["model"]["degree"]
+    [1, 2, 3, 4, 5]
+    """
+    errors = []
+    if not isinstance(raw, dict):
+        raise PipelineError(f"{where}: expected a mapping of pipeline settings at the top, got "
+                            f"{type(raw).__name__}")
+    fields = {**_TOP, "data": None, **_SECTIONS}
+    for key in raw:
+        if key not in fields:
+            allowed = sorted(fields)
+            errors.append(f"{key}: unknown key{_suggest(str(key), allowed)}; expected one of "
+                          f"{', '.join(allowed)}")
+    config = _check_section({k: v for k, v in raw.items() if k in _TOP}, _TOP, "", errors)
+    if "data" not in raw:
+        errors.append("data: required; expected a mapping with a 'source' key")
+        config["data"] = {}
+    else:
+        config["data"] = _check_data(raw["data"], errors)
+    for section, fields_ in _SECTIONS.items():
+        config[section] = _check_section(raw.get(section), fields_, section, errors)
+    model = config.get("model", {})
+    source = config["data"].get("source")
+    if config["preprocess"].get("test_fraction") and source in ("xarray", "make_cube"):
+        errors.append(f"preprocess.test_fraction: expected 0 for a cube (data.source {source!r});"
+                      " held-out samples are supported for tables")
+    if isinstance(model.get("degree"), list) and len(model["degree"]) == 1:
+        model["degree"] = model["degree"][0]
+    if errors:
+        more = f" (and {len(errors) - 1} more: {'; '.join(errors[1:4])})" if len(errors) > 1 else ""
+        raise PipelineError(f"{where}: {errors[0]}{more}")
+    if config["output"] is None:
+        config["output"] = os.path.join("runs", config["name"])
+    return config
+
+
+def load_pipeline(path):
+    """Read and validate a pipeline file; returns the configuration (see :func:`validate_pipeline`).
+
+    Raises
+    ------
+    PipelineError
+        For a missing file, invalid YAML or an invalid configuration.
+    """
+    import yaml
+
+    path = os.fspath(path)
+    try:
+        with open(path) as f:
+            raw = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise PipelineError(f"pipeline file {path!r} does not exist") from None
+    except IsADirectoryError:
+        raise PipelineError(f"pipeline file {path!r} is a folder") from None
+    except yaml.YAMLError as exc:
+        raise PipelineError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    return validate_pipeline(raw, where=path)
+
+
+# ---------------------------------------------------------------------------------------------
+# fingerprints and completion markers
+# ---------------------------------------------------------------------------------------------
+
+
+def _canonical(obj):
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _sha256(obj):
+    return hashlib.sha256(_canonical(obj).encode()).hexdigest()
+
+
+def fingerprint(path):
+    """SHA-256 of the names, sizes and modification times of every file under ``path``.
+
+    ``path`` may be a local file or folder or an fsspec URL. Cheap (no data is read), and it
+    changes when any file of a store is added, removed, resized or rewritten.
+    """
+    import fsspec
+
+    path = os.fspath(path)
+    fs, root = fsspec.core.url_to_fs(path)
+    if not fs.exists(root):
+        raise FileNotFoundError(path)
+    if fs.isdir(root):
+        entries = fs.find(root, detail=True, withdirs=False)
+    else:
+        entries = {root: fs.info(root)}
+    h = hashlib.sha256()
+    for name in sorted(entries):
+        info = entries[name]
+        stamp = info.get("mtime") or info.get("LastModified") or info.get("ETag") or ""
+        rel = name[len(root):] if name.startswith(root) else name
+        h.update(f"{rel}\0{info.get('size')}\0{stamp}\n".encode())
+    return h.hexdigest()
+
+
+def _read_marker(stage_dir):
+    try:
+        with open(os.path.join(stage_dir, MARKER)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json_atomic(path, obj):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, default=str)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# PCA and PPA reconstruction errors
+# ---------------------------------------------------------------------------------------------
+
+
+def pca_reconstruction_errors(X, in_memory_bytes=PCA_IN_MEMORY_BYTES, X_eval=None):
+    """PCA's reconstruction MSE for k = 0..d-1 components, fitted on ``X``.
+
+    In memory (``X`` a numpy array or small enough): scikit-learn's
+    ``PCA(svd_solver="covariance_eigh")`` with all components; for each k the reconstruction is
+    ``inverse_transform`` of ``transform`` with components k+1..d zeroed, which is what a PCA
+    fitted with ``n_components=k`` returns. Otherwise from the covariance computed with Dask:
+    with eigenvectors ``v_i`` of the training covariance and ``S`` the second moment of the
+    evaluated samples about the training mean, ``MSE_k = tr S - sum_{i<=k} v_i' S v_i`` (on the
+    training data itself, the sum of the discarded eigenvalues).
+
+    Parameters
+    ----------
+    X : ndarray or dask.array.Array of shape (n, d)
+        Training samples.
+    in_memory_bytes : int
+        Largest ``X`` (float64 bytes) loaded into memory for scikit-learn.
+    X_eval : array of shape (m, d), optional
+        Samples on which the error is measured (default: ``X``, the training error).
+
+    Returns
+    -------
+    errors : ndarray of shape (d,)
+    eigen_tails : ndarray of shape (d,)
+        Sums of the discarded training eigenvalues (equal to ``errors`` on the training data).
+    method : str
+    """
+    n, d = X.shape
+    same = X_eval is None
+    small = 8.0 * n * d <= in_memory_bytes and (
+        same or 8.0 * X_eval.shape[0] * d <= in_memory_bytes)
+    if isinstance(X, np.ndarray) or small:
+        from sklearn.decomposition import PCA
+
+        X = np.asarray(X, dtype=np.float64)
+        E = X if same else np.asarray(X_eval, dtype=np.float64)
+        pca = PCA(svd_solver="covariance_eigh").fit(X)
+        sums = np.zeros(d)
+        for start in range(0, E.shape[0], PCA_ERROR_BLOCK_ROWS):
+            block = E[start: start + PCA_ERROR_BLOCK_ROWS]
+            Z = pca.transform(block)
+            for k in range(d):
+                Zk = Z.copy()
+                Zk[:, k:] = 0.0
+                R = block - pca.inverse_transform(Zk)
+                sums[k] += float(np.einsum("ij,ij->", R, R))
+        eigen = pca.explained_variance_ * ((n - 1) / n)
+        tails = np.array([eigen[k:].sum() for k in range(d)])
+        method = ("sklearn PCA(svd_solver='covariance_eigh') fitted on all training samples in "
+                  "memory; MSE_k = mean ||x - inverse_transform(transform(x) with components "
+                  "k+1..d zeroed)||^2")
+        return sums / E.shape[0], tails, method
+    import dask.array as da
+
+    X = X.astype(np.float64)
+    mean = X.mean(axis=0).compute()
+    Xc = X - mean
+    scatter = da.dot(Xc.T, Xc).compute()
+    eigen, vectors = np.linalg.eigh(scatter / n)
+    eigen, vectors = np.maximum(eigen[::-1], 0.0), vectors[:, ::-1]
+    tails = np.array([eigen[k:].sum() for k in range(d)])
+    method = ("data too large to load: PCA from the covariance computed with Dask (ddof=0); "
+              "MSE_k = trace of the evaluated samples' second moment about the training mean "
+              "minus its part on the k leading training eigenvectors (on the training data: "
+              "the sum of the discarded eigenvalues, identical to sklearn PCA's "
+              "inverse_transform(transform) error)")
+    if same:
+        return tails, tails, method
+    Ec = X_eval.astype(np.float64) - mean
+    S = da.dot(Ec.T, Ec).compute() / X_eval.shape[0]
+    captured = np.concatenate([[0.0], np.cumsum(np.einsum("ji,jk,ki->i", vectors, S, vectors))])
+    return np.trace(S) - captured[:d], tails, method
+
+
+def format_error_table(rows):
+    """Plain-text table of (k, pca, ppa, percent) rows."""
+    header = ("k", "PCA MSE", "PPA MSE", "PPA/PCA %")
+    body = [(str(k), f"{pca:.6g}", f"{ppa:.6g}", f"{pct:.1f}") for k, pca, ppa, pct in rows]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(4)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) for c, w in zip(cells, widths))
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(header), rule, *(line(r) for r in body)])
+
+
+def write_error_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["k", "pca_mse", "ppa_mse", "ppa_over_pca_percent"])
+        for k, pca, ppa, pct in rows:
+            w.writerow([k, repr(float(pca)), repr(float(ppa)), repr(float(pct))])
+
+
+def write_error_markdown(path, rows, total_variance, caption):
+    lines = [
+        "| k | PCA MSE | PPA MSE | PPA/PCA % |",
+        "|---:|---:|---:|---:|",
+        *(f"| {k} | {pca:.6g} | {ppa:.6g} | {pct:.1f} |" for k, pca, ppa, pct in rows),
+        "",
+        f"Total variance (k = 0): {total_variance:.6g}. {caption}",
+        "",
+    ]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def error_rows(pca_errors, ppa_errors, ks):
+    rows = []
+    for k in ks:
+        pca, ppa = float(pca_errors[k]), float(ppa_errors[k])
+        rows.append((k, pca, ppa, 100.0 * ppa / pca if pca > 0 else float("nan")))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# data access (the store API and the xarray cubes)
+# ---------------------------------------------------------------------------------------------
+
+
+def _write_table(X, path, attrs=None):
+    """Write a 2-D Dask/numpy array as a result array (temporary sibling, marked complete,
+    renamed into place: ppa_dask.store.write_array)."""
+    from . import store
+
+    store.write_array(X, path, attrs=attrs)
+
+
+def _open_table(path):
+    from . import store
+
+    return store.open_array(path)
+
+
+def _write_cube(cube, path, name):
+    """Write a DataArray as a Zarr group (atomically: ppa_dask.store.write_dataset)."""
+    from . import store
+
+    store.write_dataset(cube.rename(name), path)
+
+
+def _open_cube(path, name):
+    from . import store
+
+    return store.open_dataset(path)[name]
+
+
+def _save_model(model, path):
+    from . import store
+
+    store.save_model(model, path)
+
+
+def _load_model(path):
+    from . import store
+
+    return store.load_model(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+# ---------------------------------------------------------------------------------------------
+
+
+class _Log:
+    """Log lines with the elapsed wall time, to the stream and to the run's pipeline.log."""
+
+    def __init__(self, stream, logfile=None, start=None):
+        self.stream, self.logfile = stream, logfile
+        self.start = time.perf_counter() if start is None else start
+
+    def __call__(self, message):
+        line = f"[{time.perf_counter() - self.start:7.1f} s] {message}"
+        print(line, file=self.stream, flush=True)
+        if self.logfile is not None:
+            with open(self.logfile, "a") as f:
+                f.write(f"{datetime.datetime.now().isoformat(timespec='seconds')} {line}\n")
+
+    def plain(self, text=""):
+        print(text, file=self.stream, flush=True)
+
+
+class Run:
+    """One execution of a validated pipeline configuration in a run folder."""
+
+    def __init__(self, config, output=None, stream=None, force=False, clock=None):
+        self.config = config
+        self.clock = clock  # perf_counter() value the log's times count from
+        self.root = os.path.abspath(output or config["output"])
+        self.stream = sys.stdout if stream is None else stream
+        self.force = force
+        self.keys = {}  # stage -> key of its (current) completion marker
+        self.times = {}
+        self.skipped = []
+        self.log = None
+
+    def dir(self, stage):
+        return os.path.join(self.root, STAGE_DIRS[stage])
+
+    def path(self, stage, name):
+        return os.path.join(self.dir(stage), name)
+
+    # -- orchestration ---------------------------------------------------------------------
+
+    def execute(self):
+        if os.path.lexists(self.root) and not os.path.isdir(self.root):
+            raise PipelineError(f"output {self.root!r} exists and is not a folder")
+        os.makedirs(self.root, exist_ok=True)
+        self.log = _Log(self.stream, os.path.join(self.root, "pipeline.log"), self.clock)
+        t_start = time.perf_counter()
+        self.log(f"pipeline {self.config['name']!r}: run folder {self.root}")
+        _write_yaml(os.path.join(self.root, "pipeline.yaml"), self.config)
+        for stage in STAGES:
+            self._stage(stage)
+        self._summary()
+        self.log(f"pipeline {self.config['name']!r}: done in "
+                 f"{time.perf_counter() - t_start:.1f} s "
+                 f"({len(self.skipped)} of {len(STAGES)} stages already complete)")
+        return self.root
+
+    def _stage_key(self, stage, external):
+        config = {name: self.config.get(name) for name in STAGE_CONFIG[stage]}
+        upstream = {name: self.keys[name] for name in STAGE_INPUTS[stage]}
+        from . import __version__
+
+        return _sha256({"format": FORMAT_VERSION, "ppa_dask": __version__, "stage": stage,
+                        "config": config, "upstream": upstream, "inputs": external})
+
+    def _outputs_unchanged(self, marker, stage_dir):
+        outputs = marker.get("outputs")
+        if not isinstance(outputs, dict) or not outputs:
+            return False
+        for name, recorded in outputs.items():
+            target = os.path.join(stage_dir, name)
+            try:
+                if fingerprint(target) != recorded:
+                    return False
+            except FileNotFoundError:
+                return False
+        return True
+
+    def _stage(self, stage):
+        runner = getattr(self, f"_run_{stage}")
+        external = self._external_inputs(stage)
+        key = self._stage_key(stage, external)
+        stage_dir = self.dir(stage)
+        marker = _read_marker(stage_dir)
+        if (not self.force and marker is not None and marker.get("key") == key
+                and self._outputs_unchanged(marker, stage_dir)):
+            self.keys[stage] = key
+            self.times[stage] = 0.0
+            self.skipped.append(stage)
+            self.log(f"stage {stage}: skipped (complete for this configuration and inputs, "
+                     f"took {marker.get('wall_time_s', 0):.1f} s)")
+            return
+        why = ("forced" if self.force else "not run before" if marker is None
+               else "configuration, inputs or outputs changed" if marker.get("key") != key
+               else "outputs changed")
+        self.log(f"stage {stage}: started ({why})")
+        # a stale or partial folder is removed first: nothing left from an interrupted run
+        # can be mistaken for an output
+        if os.path.lexists(stage_dir):
+            shutil.rmtree(stage_dir)
+        os.makedirs(stage_dir)
+        t0 = time.perf_counter()
+        outputs, info = runner()
+        wall = time.perf_counter() - t0
+        record = {
+            "stage": stage,
+            "key": key,
+            "format": FORMAT_VERSION,
+            "config": {name: self.config.get(name) for name in STAGE_CONFIG[stage]},
+            "upstream": {name: self.keys[name] for name in STAGE_INPUTS[stage]},
+            "inputs": external,
+            "outputs": {name: fingerprint(os.path.join(stage_dir, name)) for name in outputs},
+            "info": info,
+            "wall_time_s": round(wall, 3),
+            "finished": datetime.datetime.now().isoformat(timespec="seconds"),
+        }
+        _write_json_atomic(os.path.join(stage_dir, MARKER), record)
+        self.keys[stage] = key
+        self.times[stage] = wall
+        self.log(f"stage {stage}: done in {wall:.1f} s")
+
+    def _external_inputs(self, stage):
+        """Fingerprints of what a stage reads from outside the run folder."""
+        if stage != "load":
+            return {}
+        data = self.config["data"]
+        if data["source"] in ("zarr", "xarray"):
+            return {"path": data["path"], "fingerprint": fingerprint(data["path"])}
+        if data["source"] == "dataset":
+            from . import __version__
+
+            return {"dataset": data["name"], "ppa_dask": __version__}
+        return {}
+
+    def _summary(self):
+        summary = {"pipeline": self.config["name"], "run": self.root,
+                   "stages": {}, "versions": _versions()}
+        for stage in STAGES:
+            marker = _read_marker(self.dir(stage)) or {}
+            summary["stages"][stage] = {
+                "folder": STAGE_DIRS[stage],
+                "skipped_this_run": stage in self.skipped,
+                "wall_time_s": marker.get("wall_time_s"),
+                "outputs": sorted(marker.get("outputs", {})),
+                "info": marker.get("info"),
+            }
+        _write_json_atomic(os.path.join(self.root, "summary.json"), summary)
+
+    # -- what each stage reads -------------------------------------------------------------
+
+    def _loaded(self):
+        """The loaded data: ("table", dask array, names) or ("cube", DataArray, feature_dim)."""
+        info = (_read_marker(self.dir("load")) or {}).get("info") or {}
+        data = self.config["data"]
+        if info.get("layout") == "cube":
+            if data["source"] == "xarray":
+                cube = _open_source_cube(data["path"], data["variable"])
+            else:
+                cube = _open_cube(self.path("load", "data.zarr"), data["variable"])
+            return "cube", cube, info["feature_dim"]
+        if data["source"] == "zarr":
+            from . import store
+
+            X = store.open_input(data["path"], variable=data["variable"])
+        else:
+            X = _open_table(self.path("load", "data.zarr"))
+        return "table", X, info.get("feature_names")
+
+    def _samples(self):
+        return _open_table(self.path("preprocess", "samples.zarr"))
+
+    def _preprocess_info(self):
+        with open(self.path("preprocess", "preprocess.json")) as f:
+            return json.load(f)
+
+    def _model(self):
+        return _load_model(self.path("fit", "model.zarr"))
+
+    # -- the stages --------------------------------------------------------------------------
+
+    def _run_load(self):
+        data, seed = self.config["data"], self.config["seed"]
+        source = data["source"]
+        out = self.path("load", "data.zarr")
+        if source == "zarr":
+            from . import store
+
+            X = store.open_input(data["path"], variable=data["variable"])
+            if getattr(X, "ndim", None) != 2 or hasattr(X, "dims"):
+                raise PipelineError(
+                    f"data.path: {data['path']!r} holds a {getattr(X, 'ndim', '?')}-D "
+                    "array; source 'zarr' needs samples x features (use source 'xarray' with "
+                    "a feature_dim for a cube)")
+            self.log(f"  data: {X.shape[0]:,} x {X.shape[1]} Zarr array at {data['path']} "
+                     "(read in place)")
+            _write_json_atomic(self.path("load", "source.json"),
+                               {"path": data["path"], "variable": data["variable"],
+                                "shape": list(X.shape)})
+            return ["source.json"], {"layout": "table", "shape": list(X.shape),
+                                     "feature_names": None}
+        if source == "xarray":
+            cube = _open_source_cube(data["path"], data["variable"])
+            dim = data["feature_dim"]
+            if dim not in cube.dims:
+                raise PipelineError(f"data.feature_dim: {dim!r} is not a dimension of "
+                                    f"{data['path']!r} (dimensions: {', '.join(cube.dims)})")
+            self.log(f"  data: cube {dict(cube.sizes)} at {data['path']} (read in place)")
+            _write_json_atomic(self.path("load", "source.json"),
+                               {"path": data["path"], "variable": data["variable"],
+                                "sizes": dict(cube.sizes)})
+            return ["source.json"], {"layout": "cube", "feature_dim": dim,
+                                     "sizes": dict(cube.sizes)}
+        if source == "make_cube":
+            from . import datasets
+
+            ds = datasets.make_cube(random_state=seed, path=out, **data["params"])
+            cube = _cube_variable(ds, data["variable"], data["feature_dim"], "make_cube")
+            self.log(f"  data: make_cube {dict(cube.sizes)} written to {out}")
+            return ["data.zarr"], {"layout": "cube", "feature_dim": data["feature_dim"],
+                                   "sizes": dict(cube.sizes)}
+        import dask.array as da
+
+        if source == "dataset":
+            from . import datasets
+
+            X, _ = getattr(datasets, f"load_{data['name']}")(return_X_y=True)
+            X = np.asarray(X, dtype=np.float64)
+            names = None
+            try:
+                bunch = getattr(datasets, f"load_{data['name']}")(return_X_y=False)
+                names = [str(n) for n in bunch.feature_names]
+            except Exception:  # a loader without names: columns are numbered
+                names = None
+            what = f"bundled data set {data['name']!r}"
+        else:  # generated
+            from . import datasets
+
+            gen = datasets.make_helix if data["kind"] == "helix" else datasets.make_curved_manifold
+            X = gen(data["n_samples"], n_features=data["n_features"], random_state=seed,
+                    **data["params"])
+            names, what = None, f"generated {data['kind']!r} data"
+        rows = min(data["chunk_rows"], X.shape[0])
+        _write_table(da.from_array(X, chunks=(rows, X.shape[1])), out,
+                     attrs={"feature_names": names} if names else None)
+        self.log(f"  data: {what}, {X.shape[0]:,} x {X.shape[1]}, written to {out}")
+        return ["data.zarr"], {"layout": "table", "shape": list(X.shape),
+                               "feature_names": names}
+
+    def _run_preprocess(self):
+        layout, data, extra = self._loaded()
+        pre = self.config["preprocess"]
+        if layout == "cube":
+            return self._preprocess_cube(data, extra, pre)
+        return self._preprocess_table(data, pre, names=extra)
+
+    def _mask_values(self, X, pre):
+        """Values outside the valid range become NaN (fill values count as missing)."""
+        import dask.array as da
+
+        rng = pre["mask"]["valid_range"]
+        if rng is None:
+            return X
+        lo, hi = rng
+        return da.where((X >= lo) & (X <= hi), X, np.nan)
+
+    def _preprocess_table(self, X, pre, names=None, cube_info=None):
+        import dask.array as da
+
+        from .cluster import compute_with_progress
+
+        X = X.astype(np.float64)
+        if X.numblocks[1] != 1:
+            X = X.rechunk({1: -1})
+        X = self._mask_values(X, pre)
+        n, d = X.shape
+        finite = da.isfinite(X)
+        counts, feature_counts, lo, hi = compute_with_progress(
+            finite.all(axis=1).sum(), finite.sum(axis=0),
+            da.nanmin(da.where(finite, X, np.nan), axis=0),
+            da.nanmax(da.where(finite, X, np.nan), axis=0),
+            label="preprocess: scan", stream=self.stream)
+        n_valid_any = int(counts)
+        empty = np.flatnonzero(np.asarray(feature_counts) == 0)
+        kept = np.flatnonzero(np.asarray(feature_counts) > 0)
+        if kept.size < 2:
+            raise PipelineError(f"preprocess: only {kept.size} feature(s) hold any finite value; "
+                                "PPA needs at least 2")
+        if empty.size:
+            self.log(f"  preprocess: features {empty.tolist()} hold no finite value; dropped "
+                     "(restored as NaN in cubes)")
+            X = X[:, kept]
+        valid = da.isfinite(X).all(axis=1)
+        n_valid = int(valid.sum().compute()) if empty.size else n_valid_any
+        n_masked = n - n_valid
+        if n_masked and pre["mask"]["nonfinite"] == "error":
+            raise PipelineError(
+                f"preprocess.mask.nonfinite is 'error' and {n_masked} of {n} samples hold NaN, "
+                f"inf or out-of-range values (first rows: {_first_false(valid, 5)})")
+        if n_valid < 2:
+            raise PipelineError(f"preprocess: {n_valid} sample(s) without missing values; "
+                                "PPA needs more")
+        lo, hi = np.asarray(lo)[kept], np.asarray(hi)[kept]
+        if pre["scale"] == "minmax":
+            # scaled over the valid samples only (a masked sample's values do not count)
+            if n_masked:
+                Xv = da.where(valid[:, None], X, np.nan)
+                lo, hi = compute_with_progress(da.nanmin(Xv, axis=0), da.nanmax(Xv, axis=0),
+                                               label="preprocess: range", stream=self.stream)
+            width = hi - lo
+            constant = np.flatnonzero(width <= 0)
+            width = np.where(width > 0, width, 1.0)
+            X = (X - lo) / width
+        else:
+            constant = np.array([], dtype=int)
+            width = np.ones_like(lo)
+            lo = np.zeros_like(lo)
+        outputs = ["samples.zarr", "preprocess.json"]
+        fraction = pre["test_fraction"]
+        rows = self.config["data"]["chunk_rows"]
+        if fraction:
+            # a row is held out by a hash of (seed, its index): independent of chunking
+            held = da.arange(n, chunks=(X.chunks[0],)).map_blocks(
+                _held_out_rows, _split_seed(self.config["seed"]), fraction, dtype=bool)
+            n_test = _write_rows(X, valid & held, rows, self.path("preprocess", "test.zarr"))
+            n_train = _write_rows(X, valid & ~held, rows, self.path("preprocess", "samples.zarr"))
+            outputs.append("test.zarr")
+            if min(n_train, n_test) < 2:
+                raise PipelineError(f"preprocess.test_fraction: {fraction} leaves {n_train} "
+                                    f"training and {n_test} test samples")
+        else:
+            n_train, n_test = _write_rows(X, valid if n_masked else None, rows,
+                                          self.path("preprocess", "samples.zarr")), 0
+        info = {
+            "n_samples": int(n), "n_valid": int(n_valid), "n_masked": int(n_masked),
+            "n_train": int(n_train), "n_test": int(n_test), "test_fraction": fraction,
+            "n_features_in": int(d), "kept_features": kept.tolist(),
+            "dropped_features": empty.tolist(), "constant_features": constant.tolist(),
+            "scale": pre["scale"], "offset": lo.tolist(), "width": width.tolist(),
+            "feature_names": ([names[j] for j in kept] if names else None),
+        }
+        if cube_info:
+            info.update(cube_info)
+        _write_json_atomic(self.path("preprocess", "preprocess.json"), info)
+        self.log(f"  preprocess: {n_valid:,} of {n:,} samples kept ({n_masked:,} masked), "
+                 f"{kept.size} features, scale {pre['scale']}"
+                 + (f"; {n_test:,} held out for testing" if fraction else ""))
+        return outputs, {
+            "n_valid": int(n_valid), "n_masked": int(n_masked), "n_features": int(kept.size)}
+
+    def _preprocess_cube(self, cube, feature_dim, pre):
+        import xarray as xr
+
+        sample_dims = [dm for dm in cube.dims if dm != feature_dim]
+        stacked = cube.transpose(*sample_dims, feature_dim)
+        table = _dask_data(stacked).reshape((-1, stacked.shape[-1]))
+        outputs, info = self._preprocess_table(
+            table, pre, names=[str(v) for v in cube[feature_dim].values],
+            cube_info={"layout": "cube", "feature_dim": feature_dim, "sample_dims": sample_dims})
+        meta = self._preprocess_info()
+        # the scaled cube (a sample with any missing value entirely NaN), for the fit through
+        # the xarray adapter, which leaves such samples out and drops features without data
+        d = cube.sizes[feature_dim]
+        offset, width = np.zeros(d), np.ones(d)
+        offset[meta["kept_features"]] = meta["offset"]
+        width[meta["kept_features"]] = meta["width"]
+        coord = {feature_dim: cube[feature_dim]} if feature_dim in cube.coords else {}
+        scaled = cube.astype(np.float64)
+        rng = pre["mask"]["valid_range"]
+        if rng is not None:
+            scaled = scaled.where((scaled >= rng[0]) & (scaled <= rng[1]))
+        scaled = ((scaled - xr.DataArray(offset, dims=[feature_dim], coords=coord))
+                  / xr.DataArray(width, dims=[feature_dim], coords=coord))
+        kept = scaled.isel({feature_dim: meta["kept_features"]})
+        scaled = scaled.where(np.isfinite(kept).all(feature_dim))
+        scaled = scaled.transpose(*cube.dims)
+        scaled.attrs = {}
+        _write_cube(scaled, self.path("preprocess", "cube.zarr"), "data")
+        return outputs + ["cube.zarr"], info
+
+    def _run_fit(self):
+        from .cluster import step_reporter
+        from .ppa import PPA
+
+        params = dict(self.config["model"])
+        model = PPA(random_state=self.config["seed"], **params)
+        what = f"PPA({', '.join(f'{k}={v!r}' for k, v in params.items())})"
+        progress = step_reporter(self.stream, label="fit")
+        meta = self._preprocess_info()
+        if meta.get("layout") == "cube":
+            cube = _open_cube(self.path("preprocess", "cube.zarr"), "data")
+            self.log(f"  fit: {what} on the cube {dict(cube.sizes)}, features along "
+                     f"{meta['feature_dim']!r} ({meta['n_valid']:,} valid samples)")
+            model.fit(cube, feature_dim=meta["feature_dim"], nan_policy="drop_samples",
+                      progress=progress)
+        else:
+            X = self._samples()
+            self.log(f"  fit: {what} on {X.shape[0]:,} x {X.shape[1]} samples "
+                     f"({X.numblocks[0]} chunks)")
+            model.fit(X, progress=progress)
+        _save_model(model, self.path("fit", "model.zarr"))
+        info = {"degrees": [int(g) for g in model.degrees_], "n_passes": int(model.n_passes_),
+                "residual_cache": model.residual_cache_,
+                "explained_variance": np.asarray(model.explained_variance_).tolist()}
+        self.log(f"  fit: degrees {' '.join(map(str, info['degrees']))}, {model.n_passes_} "
+                 f"passes, residual cache {model.residual_cache_}")
+        return ["model.zarr"], info
+
+    def _n_out(self, model):
+        k = self.config["transform"]["components"]
+        return model.n_components_ if k is None else min(k, model.n_components_)
+
+    def _run_transform(self):
+        model = self._model()
+        k = self._n_out(model)
+        meta = self._preprocess_info()
+        if meta.get("layout") == "cube":
+            cube = _open_cube(self.path("preprocess", "cube.zarr"), "data")
+            comp = model.transform(cube).isel(component=slice(0, k))
+            _write_cube(comp, self.path("transform", "components.zarr"), "components")
+            self.log(f"  transform: {k} component images {dict(comp.sizes)} written "
+                     "(masked samples NaN)")
+        else:
+            X = self._samples()
+            R = model.transform(X)[:, :k]
+            _write_table(R, self.path("transform", "components.zarr"),
+                         attrs={"components": k})
+            self.log(f"  transform: {X.shape[0]:,} x {k} components written")
+        return ["components.zarr"], {"components": int(k)}
+
+    def _run_evaluate(self):
+        model = self._model()
+        X = self._samples()
+        meta = self._preprocess_info()
+        sets = [("train", X)]
+        if meta.get("n_test"):
+            sets.append(("test", _open_table(self.path("preprocess", "test.zarr"))))
+        ev = self.dir("evaluate")
+        result, outputs = {}, ["reconstruction_error.json"]
+        for label, data in sets:
+            ppa_errors = np.asarray(model.reconstruction_errors(data), dtype=float)
+            ks = list(range(1, len(ppa_errors)))
+            part = {"n_samples": int(data.shape[0]), "k": ks,
+                    "ppa_mse": [float(ppa_errors[k]) for k in ks],
+                    "total_variance": float(ppa_errors[0])}
+            if self.config["evaluate"]["pca"]:
+                pca_errors, _, method = pca_reconstruction_errors(
+                    X, X_eval=None if label == "train" else data)
+                rows = error_rows(pca_errors, ppa_errors, ks)
+                where = ("the preprocessed training samples (the fit's own)" if label == "train"
+                         else "the held-out test samples (models fitted on the training samples)")
+                caption = ("MSE: mean over samples of the squared Euclidean reconstruction error "
+                           f"summed over features, on {where}. PCA: {method}. PPA: "
+                           "PPA.reconstruction_errors (one pass).")
+                stem = "reconstruction_error" + ("" if label == "train" else "_test")
+                write_error_csv(os.path.join(ev, f"{stem}.csv"), rows)
+                write_error_markdown(os.path.join(ev, f"{stem}.md"), rows, float(pca_errors[0]),
+                                     caption)
+                outputs += [f"{stem}.csv", f"{stem}.md"]
+                part.update(pca_mse=[r[1] for r in rows],
+                            ppa_over_pca_percent=[r[3] for r in rows], pca_method=method)
+                self.log.plain()
+                self.log.plain(f"Reconstruction error with k components, {label} "
+                               f"({data.shape[0]:,} samples, d={data.shape[1]}):")
+                self.log.plain(format_error_table(rows))
+                self.log.plain()
+            result[label] = part
+        _write_json_atomic(os.path.join(ev, "reconstruction_error.json"), result)
+        first = result["train"]["ppa_mse"]
+        return sorted(outputs), {"ppa_mse_k1_train": first[0] if first else None}
+
+    def _run_plots(self):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        cfg = self.config["plots"]
+        outputs = []
+        with open(self.path("evaluate", "reconstruction_error.json")) as f:
+            errors = json.load(f)
+        relative = all("pca_mse" in part for part in errors.values())
+        fig, axes = plt.subplots(1, 2 if relative else 1, figsize=(9 if relative else 5, 3.5),
+                                 squeeze=False)
+        ax = axes[0, 0]
+        for label, part in errors.items():
+            ax.plot(part["k"], part["ppa_mse"], "o-", label=f"PPA, {label}")
+            if "pca_mse" in part:
+                ax.plot(part["k"], part["pca_mse"], "s--", label=f"PCA, {label}")
+        ax.set_xlabel("components k")
+        ax.set_ylabel("reconstruction MSE")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+        if relative:
+            ax = axes[0, 1]
+            for label, part in errors.items():
+                ax.plot(part["k"], part["ppa_over_pca_percent"], "o-", label=label)
+            ax.axhline(100.0, color="grey", lw=0.8)
+            ax.set_xlabel("components k")
+            ax.set_ylabel("PPA MSE / PCA MSE (%)")
+            ax.legend(fontsize=8)
+        fig.suptitle(f"{self.config['name']}: reconstruction error")
+        fig.tight_layout()
+        fig.savefig(self.path("plots", "reconstruction_error.png"), dpi=cfg["dpi"])
+        plt.close(fig)
+        outputs.append("reconstruction_error.png")
+
+        n_show = cfg["components"]
+        meta = self._preprocess_info()
+        if n_show:
+            comp_path = self.path("transform", "components.zarr")
+            if meta.get("layout") == "cube":
+                comp = _open_cube(comp_path, "components")
+                extra = [d for d in comp.dims if d != "component"][:-2]
+                if extra:  # a time axis: the first time step
+                    comp = comp.isel({d: 0 for d in extra})
+                k = min(n_show, comp.sizes["component"])
+                images = np.asarray(comp.isel(component=slice(0, k)).values)
+                fig, axes = plt.subplots(1, k, figsize=(3.2 * k, 3), squeeze=False)
+                for i in range(k):
+                    im = axes[0, i].imshow(images[i], cmap="viridis", interpolation="nearest")
+                    axes[0, i].set_title(f"component {i + 1}")
+                    axes[0, i].set_xticks([])
+                    axes[0, i].set_yticks([])
+                    fig.colorbar(im, ax=axes[0, i], shrink=0.8)
+                fig.suptitle("PPA components (masked samples blank)")
+            else:
+                R = _open_table(comp_path)
+                n = R.shape[0]
+                step = max(1, n // cfg["max_points"])
+                sample = np.asarray(R[::step, : min(3, R.shape[1])].compute())
+                fig, ax = plt.subplots(figsize=(4.5, 4))
+                if sample.shape[1] >= 2:
+                    c = sample[:, 2] if sample.shape[1] > 2 else None
+                    ax.scatter(sample[:, 0], sample[:, 1], s=2, c=c, cmap="viridis")
+                    ax.set_xlabel("component 1")
+                    ax.set_ylabel("component 2")
+                else:
+                    ax.hist(sample[:, 0], bins=60)
+                    ax.set_xlabel("component 1")
+                ax.set_title(f"{self.config['name']}: first components")
+            fig.tight_layout()
+            fig.savefig(self.path("plots", "components.png"), dpi=cfg["dpi"])
+            plt.close(fig)
+            outputs.append("components.png")
+        return outputs, {"files": outputs}
+
+
+def _first_false(mask, count):
+    """Indices of the first ``count`` False entries of a 1-D Dask array (chunk by chunk)."""
+    found, start = [], 0
+    for block in mask.blocks:
+        values = np.asarray(block.compute())
+        found.extend((start + np.flatnonzero(~values)).tolist())
+        start += values.size
+        if len(found) >= count:
+            break
+    return found[:count]
+
+
+def _split_seed(seed):
+    """Seed of the train/test split, distinct from the seeds of the data and of the folds."""
+    return int(np.random.SeedSequence([seed, 0x5A17]).generate_state(1)[0])
+
+
+def _held_out_rows(index, seed, fraction):
+    """Rows of a block of global row indices held out for testing (about ``fraction``)."""
+    from .kernels import row_hash
+
+    if index.size == 0:
+        return np.zeros(0, dtype=bool)
+    h = row_hash(int(index[0]), int(index[-1]) + 1, seed)
+    return (h >> np.uint64(11)).astype(np.float64) / 2.0**53 < fraction
+
+
+def _write_rows(X, keep, chunk_rows, path):
+    """Write the rows of ``X`` where ``keep`` (all rows if None) as a table; returns the count."""
+    rows = X if keep is None else X[keep].compute_chunk_sizes()
+    n = rows.shape[0]
+    _write_table(rows.rechunk((max(min(chunk_rows, n), 1), -1)), path)
+    return n
+
+
+def _dask_data(A):
+    """The data of a DataArray as a Dask array (wrapping numpy data in one chunk)."""
+    import dask.array as da
+
+    data = A.data
+    return data if isinstance(data, da.Array) else da.from_array(np.asarray(data))
+
+
+def open_zarr_dataset(path):
+    """An xarray Dataset from a Zarr store (lazy): one written by ``ppa_dask.store`` (checked
+    complete) or any other xarray Zarr store, by local path or fsspec URL."""
+    import warnings
+
+    import xarray as xr
+
+    from . import store
+
+    if not _is_url(path) and not os.path.exists(path):
+        raise FileNotFoundError(f"no Zarr store at {path!r}")
+    try:
+        return store.open_dataset(path)
+    except ValueError as exc:
+        if "incomplete" in str(exc):
+            raise
+    with warnings.catch_warnings():
+        # stores without consolidated metadata are fine, only slower to open
+        warnings.filterwarnings("ignore", message=".*consolidated metadata.*")
+        return xr.open_zarr(path, consolidated=None)
+
+
+def _open_source_cube(path, variable):
+    ds = open_zarr_dataset(path)
+    names = list(ds.data_vars)
+    if variable is None:
+        if len(names) != 1:
+            raise PipelineError(f"data.variable: {path!r} holds {len(names)} variables "
+                                f"({', '.join(names)}); name one")
+        variable = names[0]
+    if variable not in ds.data_vars:
+        raise PipelineError(f"data.variable: {variable!r} is not a variable of {path!r} "
+                            f"(variables: {', '.join(names)})")
+    return ds[variable]
+
+
+def _cube_variable(ds, variable, feature_dim, where):
+    if variable not in ds.data_vars:
+        raise PipelineError(f"data.variable: {where} made no variable {variable!r} "
+                            f"(variables: {', '.join(ds.data_vars)})")
+    cube = ds[variable]
+    if feature_dim not in cube.dims:
+        raise PipelineError(f"data.feature_dim: {variable!r} has dimensions {cube.dims}, not "
+                            f"{feature_dim!r}")
+    return cube
+
+
+def _versions():
+    import platform
+
+    out = {"python": platform.python_version()}
+    for name in ("ppa_dask", "numpy", "dask", "distributed", "zarr", "xarray"):
+        try:
+            out[name] = getattr(__import__(name), "__version__", "?")
+        except Exception:  # pragma: no cover
+            out[name] = None
+    return out
+
+
+def _write_yaml(path, config):
+    import yaml
+
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        yaml.safe_dump(config, f, sort_keys=False)
+    os.replace(tmp, path)
+
+
+def run_pipeline(config, output=None, stream=None, force=False):
+    """Run a pipeline (a file path or a validated configuration) in its run folder.
+
+    Stages already complete for the same configuration and inputs are skipped (see the module
+    docstring). Dask computations run on the current Client, if any.
+
+    Parameters
+    ----------
+    config : str, os.PathLike or dict
+        A pipeline file or a configuration mapping (validated first either way).
+    output : str, optional
+        Run folder (default: the configuration's ``output``).
+    stream : file, optional
+        Where log lines go (default: stdout); they are also appended to ``pipeline.log``.
+    force : bool, default=False
+        Rerun every stage.
+
+    Returns
+    -------
+    root : str
+        The run folder.
+    """
+    if isinstance(config, (str, os.PathLike)):
+        config = load_pipeline(config)
+    else:
+        config = validate_pipeline(config)
+    return Run(config, output=output, stream=stream, force=force).execute()

@@ -1,0 +1,246 @@
+"""The ``ppa-dask`` subcommands: fit / transform / inverse / info on Zarr tables and xarray
+cubes, ``run`` of a pipeline, ``demo --cube``, and the one-line errors with exit status 2.
+
+Everything runs with ``--scheduler threads`` (Dask in this process); the same commands on real
+clusters are exercised in test_clusters.py.
+"""
+
+import csv
+import json
+import os
+
+import numpy as np
+import pytest
+import zarr
+
+from ppa_dask import PPA, store
+from ppa_dask.cli import main
+from ppa_dask.datasets import make_cube, make_curved_manifold
+
+THREADS = ["--scheduler", "threads"]
+
+
+def _ok(capsys, *argv):
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out
+
+
+def _fails(capsys, *argv):
+    """The command exits with 2 and one line 'ppa-dask: error: ...'; returns that line."""
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert code == 2, (captured.out, err)
+    assert err.startswith("ppa-dask: error: ") and len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    base = tmp_path_factory.mktemp("table")
+    X = make_curved_manifold(6000, n_features=5, random_state=1)
+    path = str(base / "data.zarr")
+    z = zarr.create_array(store=path, shape=X.shape, chunks=(1500, 5), dtype="f8")
+    z[...] = X
+    return base, path, X
+
+
+@pytest.fixture(scope="module")
+def cube(tmp_path_factory):
+    base = tmp_path_factory.mktemp("cube")
+    path = str(base / "cube.zarr")
+    ds = make_cube(n_bands=6, ny=24, nx=20, random_state=2, chunks=8, path=path)
+    return base, path, ds.compute()
+
+
+# ---------------------------------------------------------------------------------------------
+# tables
+# ---------------------------------------------------------------------------------------------
+
+
+def test_fit_transform_inverse_info_on_a_zarr_table(table, capsys):
+    base, data, X = table
+    model_path, comps, comps2, rec, rec2 = (str(base / n) for n in (
+        "m.zarr", "c.zarr", "c2.zarr", "r.zarr", "r2.zarr"))
+    out = _ok(capsys, "fit", data, model_path, "--degree", "1-3", "--seed", "4", *THREADS)
+    assert "step 4 of 4" in out  # one progress line per PPA step
+
+    # the model fitted blockwise from Zarr is the in-memory fit of the same numbers
+    saved = store.load_model(model_path)
+    direct = PPA(degree=[1, 2, 3], random_state=4).fit(X)
+    assert saved.degrees_.tolist() == direct.degrees_.tolist()
+    np.testing.assert_allclose(saved.transform(X), direct.transform(X), atol=1e-8)
+
+    _ok(capsys, "transform", model_path, data, comps, *THREADS)
+    _ok(capsys, "transform", model_path, data, comps2, "--components", "2", *THREADS)
+    R = store.open_array(comps)
+    assert R.chunks[0] == (1500,) * 4  # chunked like the input
+    R = R.compute()
+    np.testing.assert_allclose(R, saved.transform(X), atol=1e-12)
+    np.testing.assert_array_equal(store.open_array(comps2).compute(), R[:, :2])
+
+    # the closed-form inverse of all components gives the input back
+    _ok(capsys, "inverse", model_path, comps, rec, *THREADS)
+    np.testing.assert_allclose(store.open_array(rec).compute(), X, atol=1e-9)
+    # with 2 components: the squared error is the residual left after 2 steps (paper eq. 7)
+    _ok(capsys, "inverse", model_path, comps2, rec2, *THREADS)
+    err = np.mean(np.sum((store.open_array(rec2).compute() - X) ** 2, axis=1))
+    assert err == pytest.approx(saved.residual_variance_[2], rel=1e-9)
+
+    text = _ok(capsys, "info", model_path)
+    assert "estimator:        PPA" in text
+    assert " ".join(map(str, saved.degrees_)) in text
+    info = json.loads(_ok(capsys, "info", model_path, "--json"))
+    assert info["estimator"] == "PPA" and info["fitted"]["n_features_in_"] == 5
+
+
+def test_existing_outputs_are_not_replaced_without_overwrite(table, capsys):
+    base, data, _ = table
+    model_path = str(base / "keep.zarr")
+    _ok(capsys, "fit", data, model_path, "--degree", "2", *THREADS)
+    before = store.model_info(model_path)["arrays"]
+    err = _fails(capsys, "fit", data, model_path, "--degree", "3", *THREADS)
+    assert "already exists; pass --overwrite" in err
+    assert store.model_info(model_path)["arrays"] == before
+    _ok(capsys, "fit", data, model_path, "--degree", "3", "--overwrite", *THREADS)
+    assert store.load_model(model_path).degrees_.tolist() == [3] * 4
+
+
+def test_tampered_model_is_refused_before_anything_runs(table, capsys):
+    base, data, _ = table
+    model_path = str(base / "tampered.zarr")
+    _ok(capsys, "fit", data, model_path, "--degree", "2", *THREADS)
+    meta_file = os.path.join(model_path, "zarr.json")
+    meta = json.loads(open(meta_file).read())
+    text = json.dumps(meta).replace('"whiten": false', '"whiten": true')
+    assert text != json.dumps(meta)
+    with open(meta_file, "w") as f:
+        f.write(text)
+    for argv in (["info", model_path],
+                 ["transform", model_path, data, str(base / "never.zarr"), *THREADS]):
+        assert "tampered" in _fails(capsys, *argv)
+    assert not os.path.exists(base / "never.zarr")
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["fit", "{base}/absent.zarr", "{base}/new.zarr", *THREADS], "no Zarr store"),
+        (["fit", "{data}", "{base}/new.zarr", "--degree", "0", *THREADS],
+         "argument --degree: expected a degree >= 1"),
+        (["fit", "{data}", "{base}/new.zarr", "--variable", "x", *THREADS], "Zarr array"),
+        (["info", "{data}"], "not a ppa-dask model file"),
+        (["info", "{base}/none.zarr"], "no model file"),
+        (["fit", "{data}", "{base}/new.zarr", "--cluster", "c.yaml", "--scheduler", "threads"],
+         "either --cluster or --scheduler"),
+        (["fit", "{data}", "{base}/new.zarr", "--cluster", "{base}/absent.yaml"],
+         "absent.yaml' does not exist"),
+        (["fit", "{data}", "{base}/new.zarr", "--performance-report", "{base}/r.html", *THREADS],
+         "--performance-report needs a distributed scheduler"),
+        (["fit", "{data}", "{base}/new.zarr", "--performance-report", "{base}/no/r.html"],
+         "folder"),
+        (["run", "{base}/absent.yaml"], "absent.yaml' does not exist"),
+        (["transform"], "the following arguments are required"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(table, capsys, argv, expected):
+    base, data, _ = table
+    argv = [a.format(base=base, data=data) for a in argv]
+    before = sorted(os.listdir(base))
+    assert expected in _fails(capsys, *argv)
+    assert sorted(os.listdir(base)) == before  # nothing written
+
+
+# ---------------------------------------------------------------------------------------------
+# cubes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_cube_round_trip_through_the_cli(cube, capsys):
+    base, path, ds = cube
+    model_path, comps, rec = (str(base / n) for n in ("m.zarr", "c.zarr", "r.zarr"))
+    _ok(capsys, "fit", path, model_path, "--variable", "reflectance", "--feature-dim", "band",
+        "--degree", "1-2", *THREADS)
+    assert "features along band" in _ok(capsys, "info", model_path)
+    _ok(capsys, "transform", model_path, path, comps, "--variable", "reflectance", *THREADS)
+    out = store.open_dataset(comps)["components"]
+    assert out.dims == ("component", "y", "x")
+    np.testing.assert_array_equal(out["y"], ds["y"])
+    np.testing.assert_array_equal(out["x"], ds["x"])
+    cloud = ds["cloud"].values
+    assert cloud.any() and not cloud.all()
+    np.testing.assert_array_equal(np.isnan(out.values).all(axis=0), cloud)
+    assert np.isfinite(out.values[:, ~cloud]).all()
+
+    _ok(capsys, "inverse", model_path, comps, rec, *THREADS)
+    back = store.open_dataset(rec)
+    back = back[list(back.data_vars)[0]]
+    assert back.dims == ds["reflectance"].dims
+    refl = ds["reflectance"].values.astype(np.float64)
+    np.testing.assert_allclose(back.values[:, ~cloud], refl[:, ~cloud], atol=1e-9)
+    assert np.isnan(back.values[:, cloud]).all()
+
+
+def test_cube_errors(cube, capsys):
+    base, path, _ = cube
+    err = _fails(capsys, "fit", path, str(base / "x.zarr"), "--variable", "reflectance",
+                 "--feature-dim", "wavelength", *THREADS)
+    assert "--feature-dim 'wavelength' is not a dimension" in err
+    err = _fails(capsys, "fit", path, str(base / "x.zarr"), "--feature-dim", "band", *THREADS)
+    assert "choose one with --variable" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# run and demo --cube
+# ---------------------------------------------------------------------------------------------
+
+
+def test_run_check_and_invalid_pipeline(tmp_path, capsys):
+    good = tmp_path / "good.yaml"
+    good.write_text("name: g\ndata: {source: dataset, name: vehicles}\n")
+    out = _ok(capsys, "run", str(good), "--check")
+    assert out.strip().endswith("good.yaml: valid") and "degree:" in out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"name: b\noutput: {tmp_path / 'run'}\n"
+                   "data: {source: dataset, name: vehicles}\nmodel: {degre: 3}\n")
+    err = _fails(capsys, "run", str(bad), *THREADS)
+    assert "model.degre: unknown key (did you mean 'degree'?)" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_demo_cube_end_to_end(tmp_path, capsys):
+    import matplotlib.image
+
+    out_dir = tmp_path / "demo"
+    out = _ok(capsys, "demo", "--cube", "--bands", "6", "--pixels", "24", "--seed", "1",
+              "--output", str(out_dir), *THREADS)
+    assert "stage plots: done" in out
+    png = matplotlib.image.imread(out_dir / "06-plots" / "components.png")
+    assert png.ndim == 3 and png.shape[1] > 2 * png.shape[0]  # three images side by side
+    with open(out_dir / "05-evaluate" / "reconstruction_error.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["k"]) for r in rows] == list(range(1, 6))
+    assert all(float(r["ppa_mse"]) <= float(r["pca_mse"]) * (1 + 1e-9) for r in rows)
+    comps = store.open_dataset(str(out_dir / "04-transform" / "components.zarr"))["components"]
+    cloud = make_cube(n_bands=6, ny=24, nx=24, random_state=1)["cloud"].values
+    np.testing.assert_array_equal(np.isnan(comps.values).all(axis=0), cloud)
+    # a second run resumes everything (nothing recomputed)
+    assert "6 of 6 stages already complete" in _ok(
+        capsys, "demo", "--cube", "--bands", "6", "--pixels", "24", "--seed", "1", "--output",
+        str(out_dir), *THREADS)
+    assert not (out_dir / ".dask-scratch").exists()
+
+
+def test_pipeline_cluster_file_is_validated_before_anything_runs(tmp_path, capsys):
+    bad_cluster = tmp_path / "c.yaml"
+    bad_cluster.write_text("type: local\noptions: {n_workerz: 2}\n")
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(f"name: p\noutput: {tmp_path / 'run'}\ncluster: {bad_cluster}\n"
+                        "data: {source: dataset, name: vehicles}\n")
+    err = _fails(capsys, "run", str(pipeline))
+    assert "options.n_workerz: unknown key (did you mean 'n_workers'?)" in err
+    assert not (tmp_path / "run").exists()
+    # the command line wins over the file's cluster
+    assert "valid" in _ok(capsys, "run", str(pipeline), "--check", *THREADS)

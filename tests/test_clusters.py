@@ -1,0 +1,401 @@
+"""Clusters: a real multi-process run against ``dask scheduler`` + two ``dask worker`` processes,
+a TLS-secured LocalCluster, the SLURM/PBS job scripts and the Kubernetes DaskCluster manifest
+of cluster/, and the errors of bad cluster files.
+
+Everything binds to 127.0.0.1; every process started here is stopped here.
+"""
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+import dask.array as da
+import numpy as np
+import pytest
+import yaml
+import zarr
+
+from ppa_dask import PPA, store
+from ppa_dask.cli import main
+from ppa_dask.cluster import (
+    BLAS_THREAD_VARIABLES,
+    ClusterConfigError,
+    job_script,
+    open_client,
+    read_cluster_config,
+    validate_daskcluster,
+)
+from ppa_dask.datasets import make_curved_manifold
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLUSTER = os.path.join(ROOT, "cluster")
+DASK = os.path.join(os.path.dirname(sys.executable), "dask")
+ONE_BLAS = {name: "1" for name in BLAS_THREAD_VARIABLES}
+
+
+def _stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=20)
+
+
+# ---------------------------------------------------------------------------------------------
+# a real multi-process cluster: dask scheduler + two dask worker processes
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def external_cluster(tmp_path_factory):
+    """``dask scheduler`` and two single-threaded ``dask worker`` processes on 127.0.0.1."""
+    base = tmp_path_factory.mktemp("external")
+    scheduler_file = str(base / "scheduler.json")
+    env = dict(os.environ, **ONE_BLAS)
+    logs = open(base / "cluster.log", "w")
+    procs = [subprocess.Popen(
+        [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address",
+         "127.0.0.1:0", "--scheduler-file", scheduler_file],
+        stdout=logs, stderr=subprocess.STDOUT, env=env, cwd=base)]
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(scheduler_file):
+            assert procs[0].poll() is None and time.monotonic() < deadline, "no scheduler"
+            time.sleep(0.1)
+        time.sleep(0.2)  # the file is written in one go, but give it a moment
+        address = json.loads(open(scheduler_file).read())["address"]
+        assert address.startswith("tcp://127.0.0.1:")
+        for i in range(2):
+            procs.append(subprocess.Popen(
+                # no nanny: the worker is the process itself (its BLAS variables come from env)
+                [DASK, "worker", address, "--name", f"w{i}", "--nthreads", "1", "--host",
+                 "127.0.0.1", "--no-dashboard", "--no-nanny", "--memory-limit", "1GiB",
+                 "--local-directory", str(base / f"w{i}")],
+                stdout=logs, stderr=subprocess.STDOUT, env=env, cwd=base))
+        from distributed import Client
+
+        with Client(address, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=90)
+        yield address, base
+    finally:
+        _stop(procs[1:])
+        _stop(procs[:1])
+        logs.close()
+
+
+def _executed(address):
+    from distributed import Client
+
+    with Client(address, set_as_default=False) as client:
+        return client.run(lambda dask_worker: dask_worker.state.executed_count)
+
+
+def test_fit_on_a_multi_process_cluster(external_cluster, capsys):
+    address, base = external_cluster
+    X = make_curved_manifold(40_000, n_features=6, random_state=3)
+    data = str(base / "data.zarr")
+    z = zarr.create_array(store=data, shape=X.shape, chunks=(4000, 6), dtype="f8")
+    z[...] = X
+    before = _executed(address)
+    report = base / "report.html"
+    model_path = str(base / "model.zarr")
+    code = main(["fit", data, model_path, "--degree", "1-3", "--seed", "1",
+                 "--scheduler", address, "--performance-report", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"scheduler {address}, 2 worker(s)" in out
+    assert "dashboard: http://127.0.0.1:" in out
+    assert "step 5 of 5" in out
+    # both worker processes did part of the work
+    after = _executed(address)
+    assert len(after) == 2 and all(after[w] > before.get(w, 0) for w in after)
+    # and the model is the one fitted in memory from the same numbers
+    model = store.load_model(model_path)
+    direct = PPA(degree=[1, 2, 3], random_state=1).fit(X)
+    assert model.degrees_.tolist() == direct.degrees_.tolist()
+    np.testing.assert_allclose(model.transform(X), direct.transform(X), atol=1e-8)
+    assert "Dask Performance Report" in report.read_text()
+
+
+def test_pipeline_on_the_cluster_equals_the_in_process_run(external_cluster, capsys):
+    address, base = external_cluster
+    config = {"name": "c", "seed": 2,
+              "data": {"source": "generated", "n_samples": 20_000, "n_features": 5,
+                       "chunk_rows": 2_500},
+              "model": {"degree": [1, 2, 3]}, "plots": {"components": 0, "dpi": 30}}
+    path = base / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    cluster_out, local_out = base / "on-cluster", base / "in-process"
+    assert main(["run", str(path), "--scheduler", address, "--output", str(cluster_out)]) == 0
+    out = capsys.readouterr().out
+    assert "tasks" in out  # the fan-out progress bars of the preprocessing
+    assert main(["run", str(path), "--scheduler", "threads", "--output", str(local_out)]) == 0
+    capsys.readouterr()
+    # the results do not depend on where (or on how many workers) they were computed
+    for stage, name in [("02-preprocess", "samples.zarr"), ("04-transform", "components.zarr")]:
+        a = store.open_array(str(cluster_out / stage / name)).compute()
+        b = store.open_array(str(local_out / stage / name)).compute()
+        assert np.array_equal(a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+# TLS
+# ---------------------------------------------------------------------------------------------
+
+
+def _certificates(folder, name="ppa-dask test"):
+    """A CA and a certificate it signed (for 127.0.0.1), as PEM files; returns their paths."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - datetime.timedelta(hours=1))
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False)
+            .add_extension(x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    os.makedirs(folder, exist_ok=True)
+    paths = {n: os.path.join(folder, f"{n}.pem") for n in ("ca", "cert", "key")}
+    with open(paths["ca"], "wb") as f:
+        f.write(ca.public_bytes(serialization.Encoding.PEM))
+    with open(paths["cert"], "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(paths["key"], "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM,
+                                  serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return paths
+
+
+def test_tls_secured_local_cluster_runs_a_fit(tmp_path):
+    from distributed import Client
+    from distributed.security import Security
+
+    _certificates(tmp_path / "certs")
+    config = {
+        "type": "local",
+        "options": {"n_workers": 1, "memory_limit": "1GiB",
+                    "dashboard_address": "127.0.0.1:0"},
+        # relative to the configuration file's folder
+        "security": {"tls_ca_file": "certs/ca.pem",
+                     **{f"tls_{role}_{part}": f"certs/{part}.pem"
+                        for role in ("client", "scheduler", "worker")
+                        for part in ("cert", "key")}},
+    }
+    cfg = tmp_path / "tls.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    X = make_curved_manifold(8000, n_features=4, random_state=0)
+    with open_client(cluster=str(cfg)) as client:
+        address = client.scheduler.address
+        assert address.startswith("tls://127.0.0.1:")
+        model = PPA(degree=2, random_state=0).fit(da.from_array(X, chunks=2000))
+        executed = client.run(lambda dask_worker: dask_worker.state.executed_count)
+        assert sum(executed.values()) > 0
+        # a client without a certificate signed by the cluster's CA is turned away
+        other = _certificates(tmp_path / "other", "intruder")
+        stranger = Security(tls_ca_file=other["ca"], tls_client_cert=other["cert"],
+                            tls_client_key=other["key"], require_encryption=True)
+        with pytest.raises((OSError, TimeoutError)):
+            Client(address, security=stranger, timeout="3s", set_as_default=False)
+        with pytest.raises((OSError, TimeoutError)):  # nor does plain TCP get in
+            Client(address.replace("tls://", "tcp://"), timeout="3s", set_as_default=False)
+    direct = PPA(degree=2, random_state=0).fit(X)
+    np.testing.assert_allclose(model.transform(X), direct.transform(X), atol=1e-9)
+
+
+# ---------------------------------------------------------------------------------------------
+# SLURM and PBS job scripts (dask-jobqueue; nothing is submitted)
+# ---------------------------------------------------------------------------------------------
+
+LOOPBACK = {"scheduler_options": {"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}}
+
+
+def _lines(script):
+    return [line.strip() for line in script.splitlines()]
+
+
+def _worker_command(script):
+    (command,) = [line for line in _lines(script) if "distributed.cli.dask_worker" in line]
+    return command.split()
+
+
+def test_slurm_job_script():
+    pytest.importorskip("dask_jobqueue")
+    script = job_script(os.path.join(CLUSTER, "slurm.yaml"), LOOPBACK)
+    lines = _lines(script)
+    for directive in ("#SBATCH -J ppa-dask", "#SBATCH -p normal", "#SBATCH --cpus-per-task=4",
+                      "#SBATCH --mem=16G", "#SBATCH -t 02:00:00"):
+        assert directive in lines, directive
+    for name in BLAS_THREAD_VARIABLES:  # one BLAS thread per worker process
+        assert f"export {name}=1" in lines, name
+    cmd = _worker_command(script)
+    assert cmd[cmd.index("--nthreads") + 1] == "1"
+    assert cmd[cmd.index("--nworkers") + 1] == "4"
+    # each of the 4 workers gets a quarter of the job's 16 GiB
+    assert cmd[cmd.index("--memory-limit") + 1] == "4.00GiB"
+    assert cmd[cmd.index("--local-directory") + 1] == "$TMPDIR"
+    assert any(a.startswith("tcp://127.0.0.1:") for a in cmd)
+    # the prologue comes before the worker starts
+    assert lines.index("export OMP_NUM_THREADS=1") < lines.index(" ".join(cmd))
+
+
+def test_pbs_job_script():
+    pytest.importorskip("dask_jobqueue")
+    script = job_script(os.path.join(CLUSTER, "pbs.yaml"), LOOPBACK)
+    lines = _lines(script)
+    for directive in ("#PBS -N ppa-dask", "#PBS -q workq", "#PBS -l select=1:ncpus=4:mem=16GB",
+                      "#PBS -l walltime=02:00:00", "#PBS -j oe"):
+        assert directive in lines, directive
+    cmd = _worker_command(script)
+    assert cmd[cmd.index("--nthreads") + 1] == "1"
+    # 16 GB (decimal) over 4 workers, in GiB
+    assert cmd[cmd.index("--memory-limit") + 1] == f"{16e9 / 4 / 2**30:.2f}GiB"
+    for name in BLAS_THREAD_VARIABLES:
+        assert f"export {name}=1" in lines
+
+
+def test_blas_exports_are_added_when_the_file_omits_them(tmp_path):
+    pytest.importorskip("dask_jobqueue")
+    cfg = tmp_path / "bare.yaml"
+    cfg.write_text(yaml.safe_dump({"type": "slurm",
+                                   "options": {"cores": 2, "processes": 2, "memory": "2GiB"}}))
+    lines = _lines(job_script(str(cfg), LOOPBACK))
+    assert all(f"export {name}=1" in lines for name in BLAS_THREAD_VARIABLES)
+
+
+# ---------------------------------------------------------------------------------------------
+# the Kubernetes DaskCluster manifest (validated without a Kubernetes cluster)
+# ---------------------------------------------------------------------------------------------
+
+
+def _manifest():
+    with open(os.path.join(CLUSTER, "kubernetes.yaml")) as f:
+        return yaml.safe_load(f)
+
+
+def _crd_schema():
+    from ppa_dask.cluster import daskcluster_schema
+
+    schema = daskcluster_schema()
+    if schema is None:
+        pytest.skip("dask-kubernetes is not installed: its DaskCluster schema is not available")
+    return schema
+
+
+def test_kubernetes_manifest_is_a_valid_daskcluster():
+    spec = _manifest()
+    validate_daskcluster(spec, schema=_crd_schema())
+    config = read_cluster_config(os.path.join(CLUSTER, "kubernetes.yaml"))
+    assert config["type"] == "kubernetes"
+    # what the manifest promises: single-threaded workers, one BLAS thread, a Dask memory limit
+    # below the container's, a service reaching the scheduler's ports
+    (worker,) = spec["spec"]["worker"]["spec"]["containers"]
+    args = worker["args"]
+    assert args[:2] == ["dask", "worker"]
+    assert args[args.index("--nthreads") + 1] == "1"
+    env = {e["name"]: e["value"] for e in worker["env"]}
+    assert env["OMP_NUM_THREADS"] == "1" and env["OPENBLAS_NUM_THREADS"] == "1"
+    from dask.utils import parse_bytes
+
+    limit = parse_bytes(args[args.index("--memory-limit") + 1])
+    assert limit < parse_bytes(worker["resources"]["limits"]["memory"])
+    (scheduler,) = spec["spec"]["scheduler"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in scheduler["ports"]}
+    service = {p["targetPort"]: p["port"] for p in spec["spec"]["scheduler"]["service"]["ports"]}
+    assert service == {"tcp-comm": 8786, "http-dashboard": 8787} and ports == {
+        "tcp-comm": 8786, "http-dashboard": 8787}
+
+
+def test_the_validator_agrees_with_dask_kubernetes_and_catches_mistakes():
+    schema = _crd_schema()
+    operator = pytest.importorskip("dask_kubernetes.operator")
+    # the operator's own generated spec passes
+    validate_daskcluster(operator.make_cluster_spec(name="x", image="ghcr.io/dask/dask:latest",
+                                                    n_workers=2), schema=schema)
+    cases = [
+        (("spec", "worker", "replica"), 2, "spec.worker.replica: unknown field"),
+        (("spec", "worker", "replicas"), "four", "spec.worker.replicas: expected integer"),
+        (("spec", "scheduler", "spec", "containers", 0, "args"), ["python"],
+         "no container runs 'dask scheduler'"),
+        (("spec", "scheduler", "service", "ports", 0, "targetPort"), "comm",
+         "targetPort 'comm' is not a named port"),
+        (("kind",), "DaskJob", "kind: expected 'DaskCluster'"),
+    ]
+    for path, value, expected in cases:
+        spec = _manifest()
+        node = spec
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        with pytest.raises(ClusterConfigError) as info:
+            validate_daskcluster(spec, schema=schema)
+        assert expected in str(info.value), (path, str(info.value))
+
+
+# ---------------------------------------------------------------------------------------------
+# bad cluster files
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ({"type": "yarn"}, "type: expected one of local, pbs, scheduler, slurm"),
+        ({"type": "local", "options": {"n_worker": 2}},
+         "options.n_worker: unknown key (did you mean 'n_workers'?)"),
+        ({"type": "local", "workers": 2}, "workers: unknown key"),
+        ({"type": "local", "security": {"tls_ca_file": "missing.pem"}},
+         "security.tls_ca_file: no such file"),
+        ({"type": "local", "security": {"tls_ca": "x"}}, "security.tls_ca: unknown key"),
+        ({"type": "scheduler", "address": "localhost"}, "address: expected a scheduler address"),
+        ({"type": "slurm", "options": {"memroy": "4GiB"}},
+         "options.memroy: unknown key (did you mean 'memory'?)"),
+        ({"type": "pbs", "scale": {"jobs": 0}}, "scale.jobs: expected a positive integer"),
+        ({"type": "slurm", "scale": {"jobs": 1}, "adapt": {"maximum_jobs": 2}},
+         "either scale or adapt"),
+    ],
+)
+def test_bad_cluster_files_are_named(tmp_path, content, expected):
+    if content["type"] in ("slurm", "pbs"):
+        pytest.importorskip("dask_jobqueue")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(content))
+    with pytest.raises(ClusterConfigError) as info:
+        read_cluster_config(str(cfg))
+    assert str(info.value).startswith(str(cfg))
+    assert expected in str(info.value)
+
+
+def test_bundled_cluster_files_are_valid():
+    for name in ("local.yaml", "slurm.yaml", "pbs.yaml", "kubernetes.yaml"):
+        if name in ("slurm.yaml", "pbs.yaml"):
+            pytest.importorskip("dask_jobqueue")
+        assert read_cluster_config(os.path.join(CLUSTER, name))["path"].endswith(name)

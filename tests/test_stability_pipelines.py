@@ -1,0 +1,117 @@
+"""The paper's experiments as pipelines: each writes CSV, markdown and PNG, and its numbers show
+the paper's qualitative claims on a tiny grid."""
+
+import csv
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+PIPELINES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pipelines")
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(PIPELINES, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def number(value):
+    return float(value) if value not in ("", None) else np.nan
+
+
+def assert_outputs(folder, pngs):
+    for name in ["results.csv", "report.md", *pngs]:
+        path = os.path.join(folder, name)
+        assert os.path.getsize(path) > 0, name
+    for name in pngs:
+        with open(os.path.join(folder, name), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_linear_model_closed_form_equals_refit_and_bagging_flattens_the_peak(tmp_path):
+    out = str(tmp_path / "linear")
+    args = ["--small", "--n-samples", "12", "--replicates", "1", "--refit-max-B", "1",
+            "--workers", "0", "--quiet", "--output", out]
+    checks = load("stability_linear").main(args)
+    assert_outputs(out, ["double_descent.png", "bagging.png", "rounds.png",
+                         "closed_vs_refit.png"])
+    assert checks["n_compared"] > 15 and checks["max_rel_diff_closed_vs_refit"] < 1e-8
+    # B = 1: the peak sits at a grid neighbour of the interpolation threshold q = p / gamma
+    assert checks["peak_q_II_p1.0"] in (0.4, 0.6) and checks["peak_q_FI_p1.0"] in (0.4, 0.6)
+    # bagging flattens it
+    assert checks["peak_FI_B25"] < checks["peak_FI_B1"]
+    assert checks["peak_II_B25"] < checks["peak_II_B1"]
+    # away from the threshold, FI falls with B
+    by_B = checks["FI_by_B_q0.25"]
+    assert by_B[32] < by_B[4] < by_B[1]
+    rows = read(os.path.join(out, "summary.csv"))
+    assert {r["sweep"] for r in rows} == {"double_descent", "bagging", "rounds"}
+
+
+def test_random_forward_selection_bagging_beats_greedy_on_a_cluster(tmp_path):
+    out = str(tmp_path / "rfs")
+    result = load("stability_forward_selection").main(
+        ["--small", "--n-samples", "80", "--n-features", "12", "--max-steps", "3",
+         "--rounds", "20", "--workers", "2", "--quiet", "--output", out])
+    assert_outputs(out, ["forward_selection.png"])
+    rows = read(os.path.join(out, "results.csv"))
+    greedy = {int(r["T"]): number(r["FI"]) for r in rows if number(r["q"]) == 1.0}
+    # one greedy step: removing the chosen feature swaps it for another, ||w - w^-j||^2 = 2
+    assert greedy[1] == pytest.approx(2 / 12)
+    assert result["below_baseline"] == result["n_bagged"]
+
+
+def test_generalization_gap_study_reports_r2_and_information(tmp_path):
+    out = str(tmp_path / "gap")
+    result = load("stability_generalization").main(
+        ["--small", "--datasets", "marsadd", "--estimators", "dt", "--n-train", "120",
+         "--n-test", "100", "--ii-instances", "4", "--max-depth", "4", "--workers", "0",
+         "--quiet", "--output", out])
+    assert_outputs(out, ["gap_vs_instability.png"])
+    rows = read(os.path.join(out, "results.csv"))
+    assert len(rows) == 2 * 3  # max_features {0.3, 1.0} x depths {1, 2, 4}
+    for r in rows:
+        assert number(r["FI"]) >= 0 and number(r["II"]) >= 0
+        assert number(r["gap"]) == pytest.approx(number(r["mse_test"]) - number(r["mse_train"]))
+    (summary,) = read(os.path.join(out, "summary.csv"))
+    r2 = [number(summary[k]) for k in ("R2_II", "R2_FI", "R2_FI_II")]
+    assert all(0 <= v <= 1 + 1e-12 for v in r2)
+    # least squares with more regressors never explains less
+    assert r2[2] >= max(r2[0], r2[1]) - 1e-12
+    assert number(summary["dR2_FI_given_II"]) == pytest.approx(r2[2] - r2[0])
+    assert result["summary"][0]["n_settings"] == 6
+    # an interrupted run resumes: settings already in parts/ are read back, not recomputed
+    parts = os.path.join(out, "parts")
+    kept = sorted(os.listdir(parts))
+    os.remove(os.path.join(parts, kept[0]))
+    before = {r["_key"]: r for r in result["rows"]}
+    again = load("stability_generalization").main(
+        ["--small", "--datasets", "marsadd", "--estimators", "dt", "--n-train", "120",
+         "--n-test", "100", "--ii-instances", "4", "--max-depth", "4", "--workers", "0",
+         "--quiet", "--output", out])
+    assert sorted(os.listdir(parts)) == kept
+    for r in again["rows"]:
+        assert r["FI"] == before[r["_key"]]["FI"] and r["II"] == before[r["_key"]]["II"]
+
+
+def test_ppa_ensemble_fi_falls_with_more_members(tmp_path):
+    out = str(tmp_path / "ppa")
+    load("stability_ppa").main(["--datasets", "diabetes", "--n-samples", "150", "--ratios", "0.5",
+                                "0.75", "--members", "1", "12", "--workers", "0", "--quiet",
+                                "--output", out])
+    assert_outputs(out, ["ppa_fi.png"])
+    rows = read(os.path.join(out, "results.csv"))
+    for q in ("0.5", "0.75"):
+        fi = {int(r["B"]): number(r["FI_refit"]) for r in rows if r["q"] == q}
+        assert fi[12] < fi[1]
+    # only the members that held j are refitted: B * s refits in all
+    for r in rows:
+        assert int(r["FI_refit_n_refits"]) == int(r["B"]) * int(r["s"])
