@@ -449,13 +449,15 @@ def transform_block(X, model, n_out, start=0):
     """
     X = np.asarray(X, dtype=np.float64)
     _check_block_finite(X, start)
-    Yt = centred_block(X, model.mean)
     k = len(model.steps)
     out = np.empty((n_out, X.shape[0]))
-    for p, step in enumerate(model.steps[:n_out]):
-        out[p], Yt = step_forward(Yt, step)
-    if n_out > k:
-        out[k:] = model.residual_basis.T @ Yt
+    for a in range(0, X.shape[0], SUB_BLOCK_ROWS):  # cache-sized slices, as in the fit's passes
+        b = min(X.shape[0], a + SUB_BLOCK_ROWS)
+        Yt = centred_block(X[a:b], model.mean)
+        for p, step in enumerate(model.steps[:n_out]):
+            out[p, a:b], Yt = step_forward(Yt, step, out=Yt if p else None)
+        if n_out > k:
+            out[k:, a:b] = model.residual_basis.T @ Yt
     if model.output_scale is not None:
         out /= model.output_scale[:n_out, None]
     return np.ascontiguousarray(out.T)
@@ -522,12 +524,14 @@ def residual_norms_block(X, model):
     """
     X = np.asarray(X, dtype=np.float64)
     _check_block_finite(X, 0)
-    Yt = centred_block(X, model.mean)
-    sums = [np.vdot(Yt, Yt)]
-    for step in model.steps:
-        _, Yt = step_forward(Yt, step)
-        sums.append(np.vdot(Yt, Yt))
-    return np.array(sums)
+    sums = np.zeros(len(model.steps) + 1)
+    for a in range(0, X.shape[0], SUB_BLOCK_ROWS):  # cache-sized slices, as in the fit's passes
+        Yt = centred_block(X[a : a + SUB_BLOCK_ROWS], model.mean)
+        sums[0] += np.vdot(Yt, Yt)
+        for p, step in enumerate(model.steps):
+            _, Yt = step_forward(Yt, step, out=Yt)
+            sums[p + 1] += np.vdot(Yt, Yt)
+    return sums
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,31 +5,17 @@ that carry the three latent fields, a reloaded model giving identical components
 import json
 import os
 
-import nbformat
 import pytest
+from notebook_runner import execute_notebook
+from notebook_runner import outputs as _outputs
 
-NOTEBOOK = os.path.join(os.path.dirname(__file__), os.pardir, "notebooks", "cube_xarray.ipynb")
 SMALL = "N_BANDS = 12\nNY, NX = 40, 36\nNOISE = 0.002\nSEED = 1\nOUTPUT = {output!r}\n"
 
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
-    from nbclient import NotebookClient
-
     out = tmp_path_factory.mktemp("notebook")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    (params,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    params.source = SMALL.format(output=str(out))
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               MPLBACKEND="module://matplotlib_inline.backend_inline")
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(out)}})
-    client.execute(env=env)
-    return nb, out
-
-
-def _outputs(nb):
-    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    return execute_notebook("cube_xarray.ipynb", SMALL.format(output=str(out)), out), out
 
 
 def test_notebook_shows_the_components_as_images(executed):

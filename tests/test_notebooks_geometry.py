@@ -6,32 +6,18 @@ and torsion recovered by the first PPA feature, a third curvature near 0 for a h
 import json
 import os
 
-import nbformat
 import pytest
+from notebook_runner import execute_notebook
+from notebook_runner import outputs as _outputs
 
-NOTEBOOK = os.path.join(os.path.dirname(__file__), os.pardir, "notebooks", "ppa_geometry.ipynb")
 SMALL = ("N_SAMPLES = 1500\nDEGREES = range(1, 16)\nNOISE = 0.1\nMAGIC_ROWS = 3000\n"
          "SEED = 0\n")
 
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
-    from nbclient import NotebookClient
-
     out = tmp_path_factory.mktemp("notebook")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    (params,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    params.source = SMALL
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               MPLBACKEND="module://matplotlib_inline.backend_inline")
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(out)}})
-    client.execute(env=env)
-    return nb, out
-
-
-def _outputs(nb):
-    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    return execute_notebook("ppa_geometry.ipynb", SMALL, out), out
 
 
 def test_notebook_draws_frames_and_principal_surfaces(executed):

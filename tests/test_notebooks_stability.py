@@ -5,32 +5,17 @@ claims: closed forms equal refits, FI grows with q, finite-B FI approaches the o
 import json
 import os
 
-import nbformat
 import pytest
+from notebook_runner import execute_notebook
+from notebook_runner import outputs as _outputs
 
-NOTEBOOK = os.path.join(os.path.dirname(__file__), os.pardir, "notebooks",
-                        "stability_diabetes.ipynb")
 SMALL = "SEED = 0\nFAST = True\nQ_GRID = [0.3, 0.6, 1.0]\nB_GRID = [1, 4, 64]\nN_INSTANCES = 8\n"
 
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
-    from nbclient import NotebookClient
-
     out = tmp_path_factory.mktemp("notebook")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    (params,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    params.source = SMALL
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               MPLBACKEND="module://matplotlib_inline.backend_inline")
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(out)}})
-    client.execute(env=env)
-    return nb, out
-
-
-def _outputs(nb):
-    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    return execute_notebook("stability_diabetes.ipynb", SMALL, out), out
 
 
 def test_notebook_runs_and_draws_its_figure(executed):

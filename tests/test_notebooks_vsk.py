@@ -6,10 +6,10 @@ equals the dense one."""
 import json
 import os
 
-import nbformat
 import pytest
+from notebook_runner import execute_notebook
+from notebook_runner import outputs as _outputs
 
-NOTEBOOK = os.path.join(os.path.dirname(__file__), os.pardir, "notebooks", "vsk_breast_cancer.ipynb")
 SMALL = (
     "SEED = 1\nFAST = True\nC_GRID = [0.25, 4.0]\nGAMMA_GRID = [0.1, 1.0]\nCV = 3\n"
     "SWEEP_GAMMAS = [0.3, 3.0]\n"
@@ -18,22 +18,8 @@ SMALL = (
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
-    from nbclient import NotebookClient
-
     out = tmp_path_factory.mktemp("notebook")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    (params,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    params.source = SMALL
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               MPLBACKEND="module://matplotlib_inline.backend_inline")
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(out)}})
-    client.execute(env=env)
-    return nb, out
-
-
-def _outputs(nb):
-    return [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    return execute_notebook("vsk_breast_cancer.ipynb", SMALL, out), out
 
 
 def test_notebook_runs_and_draws_its_figures(executed):
