@@ -100,7 +100,8 @@ def run_grid(func, settings, shared, output, client, label, quiet=False, context
     for k, result in run_tasks(func, todo, shared, client=client, label=label,
                                verbose=0 if quiet else 1):
         key = setting_key(todo[k], context)
-        result = [dict(r, **{"_key": key}) for r in (result if isinstance(result, list) else [result])]
+        result = result if isinstance(result, list) else [result]
+        result = [dict(r, _key=key) for r in result]
         tmp = os.path.join(parts, f"{key}.json.tmp")
         with open(tmp, "w") as f:
             json.dump(_plain(result), f)

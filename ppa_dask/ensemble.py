@@ -168,7 +168,9 @@ class MemberSpec:
 
 def _hash_threshold(fraction):
     # rows whose 64-bit hash is below fraction * 2^64 belong (fraction 1: every row)
-    return np.uint64(min(int(fraction * 2.0**64), 2**64 - 1)) if fraction < 1 else np.uint64(2**64 - 1)
+    if fraction >= 1:
+        return np.uint64(2**64 - 1)
+    return np.uint64(min(int(fraction * 2.0**64), 2**64 - 1))
 
 
 class BagPlan:
@@ -851,7 +853,8 @@ class FeatureBaggingClassifier(ClassifierMixin, _SklearnBagging):
         proba = self.predict_proba(X)
         if _is_dask(proba):
             return proba.map_blocks(_most_probable, self.classes_, drop_axis=1,
-                                    dtype=self.classes_.dtype, meta=np.empty((0,), self.classes_.dtype))
+                                    dtype=self.classes_.dtype,
+                                    meta=np.empty((0,), self.classes_.dtype))
         return self.classes_[np.argmax(proba, axis=1)]
 
 

@@ -85,8 +85,10 @@ class TestMemberDraws:
 
     def test_member_b_does_not_depend_on_the_number_of_members(self):
         X, y = linear_data()
-        small = FeatureBaggingRegressor(LinearRegression(), n_estimators=4, random_state=7).fit(X, y)
-        large = FeatureBaggingRegressor(LinearRegression(), n_estimators=9, random_state=7).fit(X, y)
+        small = FeatureBaggingRegressor(LinearRegression(), n_estimators=4, random_state=7)
+        large = FeatureBaggingRegressor(LinearRegression(), n_estimators=9, random_state=7)
+        small.fit(X, y)
+        large.fit(X, y)
         for a, b in zip(small.estimators_features_, large.estimators_features_):
             assert np.array_equal(a, b)
 

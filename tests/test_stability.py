@@ -148,8 +148,9 @@ class TestClosedForms:
     def test_closed_form_equals_brute_force_refits(self, base, bagging):
         X, y, X_eval = linear_data(n=60, d=8, seed=3)
         model = FeatureBaggingRegressor(base, n_estimators=6, random_state=5, **bagging)
+        every_third = {"instances": np.arange(0, 60, 3)}
         for axis, fn, kw in (("feature", feature_instability, {}),
-                             ("instance", instance_instability, {"instances": np.arange(0, 60, 3)})):
+                             ("instance", instance_instability, every_third)):
             refit = fn(model, X, y, X_eval=X_eval, method="refit", client=False, **kw)
             closed = fn(model, X, y, X_eval=X_eval, method="closed_form", client=False, **kw)
             assert np.allclose(closed.terms, refit.terms, rtol=1e-10, atol=1e-15), axis
