@@ -62,22 +62,6 @@ __all__ = [
     "make_demo_blocks",
     "generated_dask_array",
     "write_zarr",
-    # real data sets bundled with the package (ppa_dask/_loaders.py)
-    "PAPER_DATASETS",
-    "PAPER_SHAPES",
-    "SEGMENTATION_DROPPED",
-    "load_paper_dataset",
-    "load_magic_gamma",
-    "load_japanese_vowels",
-    "load_page_blocks",
-    "load_sat",
-    "load_segmentation",
-    "load_vehicles",
-    "load_breast_cancer_wisconsin",
-    "load_abalone",
-    "load_cpu_act",
-    "load_house_8l",
-    "load_covid_italy",
 ]
 
 #: Rows per generation block.  Fixed: changing it changes every data set.
@@ -1023,5 +1007,9 @@ def write_zarr(
     return path
 
 
-from ._loaders import *  # noqa: E402,F401,F403  (real data loaders, listed in __all__ above)
-from ._cube import make_cube  # noqa: E402,F401  (synthetic hyperspectral cube)
+# the bundled real data sets' loaders and the synthetic cube live in their own modules
+from ._cube import make_cube  # noqa: E402
+from ._loaders import *  # noqa: E402,F401,F403
+from ._loaders import __all__ as _loader_names  # noqa: E402
+
+__all__ = [*__all__, *_loader_names, "make_cube"]
