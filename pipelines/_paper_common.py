@@ -67,6 +67,32 @@ def base_parser(description, default_output):
     return parser
 
 
+def paper_datasets_parser(description, default_output, quick_gd_iter=5):
+    """Parse the options of the pipelines over the paper's six data sets (with PPA-GD)."""
+    from ppa_dask.datasets import PAPER_DATASETS
+
+    def parse(argv=None):
+        parser = base_parser(description, default_output)
+        parser.add_argument("--datasets", type=csv_list(str), default=list(PAPER_DATASETS),
+                            help="comma-separated subset of " + ",".join(PAPER_DATASETS))
+        parser.add_argument("--gd-max-iter", type=int, default=None,
+                            help=f"PPA-GD objective evaluations per step (default 20; quick "
+                                 f"{quick_gd_iter})")
+        args = parser.parse_args(argv)
+        unknown = [name for name in args.datasets if name not in PAPER_DATASETS]
+        if unknown:
+            parser.error(f"unknown data sets {unknown}; choose from {', '.join(PAPER_DATASETS)}")
+        if args.repeats is None:
+            args.repeats = 1 if args.quick else 10
+        if args.gd_max_iter is None:
+            args.gd_max_iter = quick_gd_iter if args.quick else 20
+        if args.gd_max_iter < 0:
+            parser.error(f"--gd-max-iter must be >= 0, got {args.gd_max_iter}")
+        return args
+
+    return parse
+
+
 def csv_list(kind):
     """argparse type: a comma-separated list of ``kind`` values."""
 

@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 from _paper_common import (  # noqa: E402
-    Timer, base_parser, command_line, csv_list, mean_std, new_figure, pm, prepare_output,
+    paper_datasets_parser,
+    Timer, command_line, mean_std, new_figure, pm, prepare_output,
     run_fanout, save_figure, write_json, write_report, write_table,
 )
 
@@ -48,22 +49,9 @@ ZERO_ERROR = 1e-12
 
 
 def parse_args(argv=None):
-    parser = base_parser(__doc__.split("\n\n")[0], "paper-results/dimensionality-reduction")
-    parser.add_argument("--datasets", type=csv_list(str), default=list(PAPER_DATASETS),
-                        help="comma-separated subset of " + ",".join(PAPER_DATASETS))
-    parser.add_argument("--gd-max-iter", type=int, default=None,
-                        help="PPA-GD objective evaluations per step (default 20; quick 5)")
-    args = parser.parse_args(argv)
-    unknown = [name for name in args.datasets if name not in PAPER_DATASETS]
-    if unknown:
-        parser.error(f"unknown data sets {unknown}; choose from {', '.join(PAPER_DATASETS)}")
-    if args.repeats is None:
-        args.repeats = 1 if args.quick else 10
-    if args.gd_max_iter is None:
-        args.gd_max_iter = QUICK_GD_ITER if args.quick else 20
-    if args.gd_max_iter < 0:
-        parser.error(f"--gd-max-iter must be >= 0, got {args.gd_max_iter}")
-    return args
+    title = __doc__.split("\n\n")[0]
+    parse = paper_datasets_parser(title, "paper-results/dimensionality-reduction", QUICK_GD_ITER)
+    return parse(argv)
 
 
 def split_seed(base_seed, dataset, repeat):

@@ -325,16 +325,21 @@ def step_moments(Yt, start, direction, offset, scale, degree, seed=0, n_folds=1)
     return dict(n=counts, vv=vv, yv=yv, zz=zz, tmin=tmin, tmax=tmax)
 
 
-def combine_step_moments(parts):
-    """Merge a list of :func:`step_moments` dicts (sums, and min/max of the range)."""
+def _combine_sums(parts, summed):
+    """Merge moment dicts: add the ``summed`` entries, keep the min/max of the range of t."""
     parts = list(parts)
     out = dict(parts[0])
     for other in parts[1:]:
-        for key in ("n", "vv", "yv", "zz"):
+        for key in summed:
             out[key] = out[key] + other[key]
         out["tmin"] = min(out["tmin"], other["tmin"])
         out["tmax"] = max(out["tmax"], other["tmax"])
     return out
+
+
+def combine_step_moments(parts):
+    """Merge a list of :func:`step_moments` dicts (sums, and min/max of the range)."""
+    return _combine_sums(parts, ("n", "vv", "yv", "zz"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -577,14 +582,7 @@ def objective_moments(Yt, direction, offset, scale, degree):
 
 def combine_objective_moments(parts):
     """Merge a list of :func:`objective_moments` dicts (sums, and min/max of the range)."""
-    parts = list(parts)
-    out = dict(parts[0])
-    for other in parts[1:]:
-        for key in ("n", "vv", "yt", "yyt"):
-            out[key] = out[key] + other[key]
-        out["tmin"] = min(out["tmin"], other["tmin"])
-        out["tmax"] = max(out["tmax"], other["tmax"])
-    return out
+    return _combine_sums(parts, ("n", "vv", "yt", "yyt"))
 
 
 def objective_pass_kernel(X, center, steps, direction, offset, scale, degree,
