@@ -83,6 +83,8 @@ import time
 
 import numpy as np
 
+from ._drivers import single_blas_thread
+
 __all__ = [
     "PipelineError",
     "STAGES",
@@ -284,7 +286,8 @@ _SECTIONS = {
         "n_components": _int_field(1, default=None, none=True),
         "whiten": _bool_field(False),
         "extrapolation": _choice_field(("linear", "polynomial"), default="linear"),
-        "residual_cache": _choice_field(("auto", "persist", "recompute"), default="auto"),
+        "residual_cache": _choice_field(("auto", "persist", "checkpoint", "recompute"),
+                                        default="auto"),
     },
     "transform": {
         "components": _int_field(1, default=None, none=True),
@@ -601,16 +604,17 @@ def pca_reconstruction_errors(X, in_memory_bytes=PCA_IN_MEMORY_BYTES, X_eval=Non
 
         X = np.asarray(X, dtype=np.float64)
         E = X if same else np.asarray(X_eval, dtype=np.float64)
-        pca = PCA(svd_solver="covariance_eigh").fit(X)
         sums = np.zeros(d)
-        for start in range(0, E.shape[0], PCA_ERROR_BLOCK_ROWS):
-            block = E[start: start + PCA_ERROR_BLOCK_ROWS]
-            Z = pca.transform(block)
-            for k in range(d):
-                Zk = Z.copy()
-                Zk[:, k:] = 0.0
-                R = block - pca.inverse_transform(Zk)
-                sums[k] += float(np.einsum("ij,ij->", R, R))
+        with single_blas_thread():  # threaded BLAS is several times slower on this work
+            pca = PCA(svd_solver="covariance_eigh").fit(X)
+            for start in range(0, E.shape[0], PCA_ERROR_BLOCK_ROWS):
+                block = E[start: start + PCA_ERROR_BLOCK_ROWS]
+                Z = pca.transform(block)
+                for k in range(d):
+                    Zk = Z.copy()
+                    Zk[:, k:] = 0.0
+                    R = block - pca.inverse_transform(Zk)
+                    sums[k] += float(np.einsum("ij,ij->", R, R))
         eigen = pca.explained_variance_ * ((n - 1) / n)
         tails = np.array([eigen[k:].sum() for k in range(d)])
         method = ("sklearn PCA(svd_solver='covariance_eigh') fitted on all training samples in "

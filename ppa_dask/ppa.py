@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import os
 import sys
 
 import numpy as np
@@ -74,9 +75,19 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         ``"linear"`` continues it along its tangent (C1), which keeps ``det J = 1`` and the exact
         inverse while ``transform`` of any finite input stays finite; ``"polynomial"`` evaluates
         the raw polynomial everywhere (it can overflow far from the data).
-    residual_cache : {"auto", "persist", "recompute"}, default="auto"
-        For Dask input: keep the residual between passes in worker memory, or recompute it from
-        the source each pass; ``"auto"`` persists when it takes at most half the cluster memory.
+    residual_cache : {"auto", "persist", "checkpoint", "recompute"}, default="auto"
+        For Dask input, where the residual lives between passes: ``"persist"`` in worker memory;
+        ``"checkpoint"`` on disk (one ``.npy`` file per chunk under ``checkpoint_dir``; each step
+        pass reads one checkpoint and writes the next, at most two exist, all removed when
+        ``fit`` ends); ``"recompute"`` nowhere (each pass reads the
+        source and re-applies every fitted step, so step ``p`` costs ``p`` steps' arithmetic).
+        ``"auto"`` persists when the residual takes at most half the cluster memory, else
+        checkpoints when ``checkpoint_dir`` is set or all workers run on this machine, else
+        recomputes. Ignored for numpy input (the residual is one in-memory array).
+    checkpoint_dir : str or None, default=None
+        Parent directory of residual checkpoints (a temporary folder is made inside it). It must
+        be readable and writable by every worker: shared storage on a multi-machine cluster.
+        None: the system's temporary directory.
     block_rows : int, default=8192
         Rows per sub-block of the per-block kernels (a slice of residual and its basis should
         fit in cache).
@@ -165,6 +176,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         whiten=False,
         extrapolation="linear",
         residual_cache="auto",
+        checkpoint_dir=None,
         block_rows=kernels.SUB_BLOCK_ROWS,
         leading_vector="pca",
         gd_max_iter=20,
@@ -177,6 +189,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.whiten = whiten
         self.extrapolation = extrapolation
         self.residual_cache = residual_cache
+        self.checkpoint_dir = checkpoint_dir
         self.block_rows = block_rows
         self.leading_vector = leading_vector
         self.gd_max_iter = gd_max_iter
@@ -229,6 +242,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if self.residual_cache not in RESIDUAL_CACHES:
             raise ValueError(
                 f"residual_cache must be one of {RESIDUAL_CACHES}, got {self.residual_cache!r}"
+            )
+        if self.checkpoint_dir is not None and not isinstance(self.checkpoint_dir, (str, os.PathLike)):
+            raise TypeError(
+                f"checkpoint_dir must be None or a directory path, got {self.checkpoint_dir!r}"
             )
         if not isinstance(self.block_rows, numbers.Integral) or self.block_rows < 1:
             raise ValueError(f"block_rows must be a positive int, got {self.block_rows!r}")
@@ -360,7 +377,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n_folds = 1 if fixed else int(self.cv)
 
         if _is_dask(X):
-            driver = DaskDriver(X, residual_cache=self.residual_cache, block_rows=self.block_rows)
+            driver = DaskDriver(
+                X, residual_cache=self.residual_cache, block_rows=self.block_rows,
+                checkpoint_dir=None if self.checkpoint_dir is None else os.fspath(self.checkpoint_dir),
+            )
             cache = driver.residual_cache
         else:
             driver = NumpyDriver(X, block_rows=self.block_rows)

@@ -35,7 +35,7 @@ def assert_same_model(model, reference, atol=1e-10):
 
 
 @pytest.mark.parametrize("chunks", [(6000, 6), (1000, 6), (777, 4)])
-@pytest.mark.parametrize("cache", ["persist", "recompute"])
+@pytest.mark.parametrize("cache", ["persist", "checkpoint", "recompute"])
 def test_dask_chunkings_give_the_numpy_model(reference, chunks, cache):
     model = PPA(residual_cache=cache, **PARAMS).fit(da.from_array(X, chunks=chunks))
     assert model.residual_cache_ == cache
@@ -46,14 +46,15 @@ def test_numpy_block_size_does_not_matter(reference):
     assert_same_model(PPA(block_rows=1001, **PARAMS).fit(X), reference)
 
 
-@pytest.mark.parametrize("n_workers", [1, 2])
-def test_local_cluster_gives_the_numpy_model(reference, n_workers):
+@pytest.mark.parametrize("n_workers, cache", [(1, "auto"), (2, "auto"), (2, "checkpoint")])
+def test_local_cluster_gives_the_numpy_model(reference, n_workers, cache):
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                       dashboard_address=None, host="127.0.0.1") as cluster, Client(cluster):
         Xd = da.from_array(X, chunks=(1500, 6))
-        model = PPA(**PARAMS).fit(Xd)
+        model = PPA(residual_cache=cache, **PARAMS).fit(Xd)
+        assert model.residual_cache_ == ("persist" if cache == "auto" else cache)
         R = model.transform(Xd)
         assert isinstance(R, da.Array)
         np.testing.assert_allclose(R.compute(), reference.transform(X), atol=1e-10)
@@ -87,7 +88,8 @@ class CountingReads:
         return block
 
 
-@pytest.mark.parametrize("cache, reads_per_block", [("persist", 2), ("recompute", 6)])
+@pytest.mark.parametrize("cache, reads_per_block",
+                         [("persist", 2), ("checkpoint", 2), ("recompute", 6)])
 def test_one_pass_over_the_data_per_step(cache, reads_per_block):
     counter = CountingReads()
     source = da.from_array(X, chunks=(1000, 6)).map_blocks(counter, dtype=X.dtype)
@@ -96,6 +98,78 @@ def test_one_pass_over_the_data_per_step(cache, reads_per_block):
     # mean/covariance pass + one pass per step (5 steps); persisted residuals are not re-read
     assert model.n_passes_ == 1 + 5
     assert set(counter.reads.values()) == {reads_per_block}
+
+
+class RecordingCheckpoints:
+    """Wraps the checkpoint writer: which checkpoint folders exist at each write."""
+
+    def __init__(self, root, write):
+        self.root, self.write, self.seen = root, write, []
+
+    def __call__(self, path, block):
+        self.write(path, block)
+        self.seen.append((path, block.shape, sorted(_checkpoint_folders(self.root))))
+
+
+def _checkpoint_folders(root):
+    import glob
+    import os
+
+    return [os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "*", "pass-*"))]
+
+
+def test_checkpoints_are_on_disk_shrink_and_are_removed(reference, tmp_path, monkeypatch):
+    from ppa_dask import _drivers
+
+    recorder = RecordingCheckpoints(str(tmp_path), _drivers._write_checkpoint)
+    monkeypatch.setattr(_drivers, "_write_checkpoint", recorder)
+    with dask.config.set(scheduler="threads"):
+        model = PPA(residual_cache="checkpoint", checkpoint_dir=str(tmp_path), **PARAMS).fit(
+            da.from_array(X, chunks=(1000, 6)))
+    assert model.residual_cache_ == "checkpoint"
+    assert_same_model(model, reference)
+    # one file per chunk for each of the 4 steps whose residual a later pass reads
+    assert len(recorder.seen) == 6 * 4
+    # never more than two checkpoints (the one being read and the one being written) at once
+    assert max(len(folders) for _, _, folders in recorder.seen) <= 2
+    # the residual after the steps is stored feature-major in a frame that shrinks (6 -> 4 -> 2)
+    widths = [shape[0] for _, shape, _ in recorder.seen]
+    assert widths[0] == 6 and widths[-1] < 6 and sorted(widths, reverse=True) == widths
+    assert {shape[1] for _, shape, _ in recorder.seen} == {1000}
+    # nothing is left behind
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_checkpoints_are_removed_when_the_fit_fails(tmp_path, monkeypatch):
+    from ppa_dask import _algebra
+
+    calls = {"n": 0}
+    fit_step = _algebra.fit_step
+
+    def failing_second_step(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("interrupted")
+        return fit_step(*args, **kwargs)
+
+    monkeypatch.setattr(_algebra, "fit_step", failing_second_step)
+    with dask.config.set(scheduler="threads"), pytest.raises(RuntimeError, match="interrupted"):
+        PPA(residual_cache="checkpoint", checkpoint_dir=str(tmp_path), **PARAMS).fit(
+            da.from_array(X, chunks=(1000, 6)))
+    assert calls["n"] == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_auto_checkpoints_when_the_residual_does_not_fit_in_memory(reference, monkeypatch):
+    from ppa_dask import _drivers
+
+    monkeypatch.setattr(_drivers, "_cluster_memory_bytes", lambda: 1.0 * X.nbytes)
+    with dask.config.set(scheduler="threads"):
+        model = PPA(**PARAMS).fit(da.from_array(X, chunks=(1000, 6)))
+        assert model.residual_cache_ == "checkpoint"
+        monkeypatch.setattr(_drivers, "_workers_share_local_disk", lambda: False)
+        assert PPA(**PARAMS).fit(da.from_array(X, chunks=(1000, 6))).residual_cache_ == "recompute"
+    assert_same_model(model, reference)
 
 
 def test_float32_dask_input_is_computed_in_float64(reference):

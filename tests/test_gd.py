@@ -230,7 +230,8 @@ def test_gd_variances_and_errors_are_those_of_the_coefficients(gd_model_and_data
     np.testing.assert_allclose(model.residual_variance_[1:], direct, rtol=1e-9)
 
 
-@pytest.mark.parametrize("cache, chunks", [("persist", (500, 6)), ("recompute", (777, 4))])
+@pytest.mark.parametrize("cache, chunks",
+                         [("persist", (500, 6)), ("checkpoint", (1000, 6)), ("recompute", (777, 4))])
 def test_dask_gives_the_numpy_gd_model(gd_model_and_data, cache, chunks):
     reference, X = gd_model_and_data
     model = PPA(degree=(1, 2, 3), leading_vector="gd", random_state=0,

@@ -89,7 +89,8 @@ def _with(path, value):
         ("model.degrees", 3, "model.degrees: unknown key (did you mean 'degree'?)"),
         ("model.cv", 1, "model.cv: expected an integer >= 2, got 1"),
         ("model.residual_cache", "disk",
-         "model.residual_cache: expected one of 'auto', 'persist', 'recompute', got 'disk'"),
+         "model.residual_cache: expected one of 'auto', 'persist', 'checkpoint', 'recompute', "
+         "got 'disk'"),
         ("models", {}, "models: unknown key (did you mean 'model'?)"),
         ("data", KeyError, "data: required; expected a mapping with a 'source' key"),
         ("data.source", "parquet", "data.source: expected one of 'zarr', 'xarray', 'dataset'"),
