@@ -3,10 +3,12 @@
 Commands
 --------
 demo
-    Generate a curved 3-D manifold in ``--n-features`` dimensions as a Zarr array, fit PPA to
-    it on a local Dask cluster, and compare its reconstruction error with PCA's for every
-    number of components. ``--cube``: the same for a synthetic hyperspectral cube read with
-    xarray, with component images. Everything is written inside ``--output``.
+    Two parts on one local Dask cluster. The table: generate a curved 3-D manifold in
+    ``--n-features`` dimensions as a Zarr array, fit PPA to it and compare its reconstruction
+    error with PCA's for every number of components. The cube: a synthetic hyperspectral cube
+    read from Zarr with xarray goes through the pipeline stages (component images,
+    reconstruction-error table, PNGs) in ``<output>/cube``. ``--no-cube`` runs only the table,
+    ``--cube`` only the cube. Everything is written inside ``--output``.
 run PIPELINE.yaml
     A batch pipeline (:mod:`ppa_dask.pipeline`), resumed where a killed run stopped.
 fit INPUT MODEL / transform MODEL INPUT OUTPUT / inverse MODEL INPUT OUTPUT
@@ -44,11 +46,28 @@ __all__ = ["main", "build_parser"]
 
 PROG = "ppa-dask"
 
-#: Size of the cube of ``demo --cube`` (bands, image side); pipelines/demo.yaml is the same run.
+#: Default output folders of ``demo`` and of ``demo --cube`` (the cube part alone).
+DEMO_OUTPUT = "ppa-dask-demo"
+CUBE_DEMO_OUTPUT = "ppa-dask-demo-cube"
+#: Sub-folder of the demo's output holding the run folder of its cube part.
+CUBE_DEMO_SUBDIR = "cube"
+#: Size of the demo cube (bands, image side); pipelines/demo.yaml is the same run.
 CUBE_DEMO_BANDS = 32
 CUBE_DEMO_PIXELS = 256
+#: Smallest accepted sizes, checked before anything runs. Fewer than 4 bands leave no curved
+#: structure to compare; below 8 x 8 pixels the cloud-free pixels can be too few for 2-fold
+#: cross-validation of degrees up to 5 (12 samples), and that would only show after the table.
+CUBE_DEMO_MIN_BANDS = 4
+CUBE_DEMO_MIN_PIXELS = 8
 #: Rows of ``y`` per Dask/Zarr chunk of the demo cube.
 CUBE_DEMO_CHUNK_Y = 64
+#: The cube part's main outputs, relative to its run folder (printed at the end of the demo).
+CUBE_DEMO_OUTPUTS = {
+    "reconstruction_error_md": "05-evaluate/reconstruction_error.md",
+    "reconstruction_error_csv": "05-evaluate/reconstruction_error.csv",
+    "components_png": "06-plots/components.png",
+    "components_zarr": "04-transform/components.zarr",
+}
 
 #: Noise of the demo data set (``datasets.make_curved_manifold``'s default).
 DEMO_NOISE = 0.05
@@ -144,36 +163,44 @@ class _Progress:
 def _add_demo(subparsers):
     p = subparsers.add_parser(
         "demo",
-        help="fit PPA on a generated curved data set and compare it with PCA",
+        help="fit PPA on a generated curved table and a synthetic cube, compare with PCA",
         description=(
-            "Generate a curved 3-D manifold embedded in D dimensions (Zarr, DIR/data.zarr), fit "
-            "PPA with degrees 1-5 chosen per step by 2-fold cross-validation on a local Dask "
-            "cluster, and tabulate the reconstruction error of PCA and PPA for k = 1..D-1 "
-            "components. Writes only inside DIR: data.zarr, reconstruction_error.csv, "
-            "reconstruction_error.md and summary.json."
+            "Two parts on one local Dask cluster. The table: generate a curved 3-D manifold "
+            "embedded in D dimensions (Zarr, DIR/data.zarr), fit PPA with degrees 1-5 chosen per "
+            "step by 2-fold cross-validation, and tabulate the reconstruction error of PCA and "
+            "PPA for k = 1..D-1 components (DIR/reconstruction_error.csv and .md, "
+            "DIR/summary.json). The cube: a synthetic hyperspectral cube (make_cube) written to "
+            "Zarr and read back with xarray goes through the stages of 'ppa-dask run' in "
+            "DIR/cube: component images (04-transform/components.zarr), reconstruction-error "
+            "table (05-evaluate), PNGs (06-plots); a rerun resumes it. Writes only inside DIR."
         ),
     )
     p.add_argument("--output", "-o", metavar="DIR", default=None,
-                   help="output directory (default: ./ppa-dask-demo, with --cube "
-                        "./ppa-dask-demo-cube)")
-    p.add_argument("--cube", action="store_true",
-                   help="fit a synthetic hyperspectral cube (make_cube, read from Zarr with "
-                        "xarray) through the pipeline stages instead: component images, "
-                        "reconstruction-error table, PNGs; resumable like 'ppa-dask run'")
+                   help=f"output directory (default: ./{DEMO_OUTPUT}, with --cube "
+                        f"./{CUBE_DEMO_OUTPUT})")
+    parts = p.add_mutually_exclusive_group()
+    parts.add_argument("--cube", action="store_true",
+                       help="only the cube part, with DIR itself as its run folder (resumable "
+                            "like 'ppa-dask run')")
+    parts.add_argument("--no-cube", action="store_true",
+                       help="only the table part (no DIR/cube)")
     p.add_argument("--bands", metavar="B", type=_positive_int, default=CUBE_DEMO_BANDS,
-                   help=f"--cube: spectral bands (default: {CUBE_DEMO_BANDS})")
+                   help=f"cube part: spectral bands, >= {CUBE_DEMO_MIN_BANDS} "
+                        f"(default: {CUBE_DEMO_BANDS})")
     p.add_argument("--pixels", metavar="P", type=_positive_int, default=CUBE_DEMO_PIXELS,
-                   help=f"--cube: image side in pixels (default: {CUBE_DEMO_PIXELS})")
+                   help=f"cube part: image side in pixels, >= {CUBE_DEMO_MIN_PIXELS} "
+                        f"(default: {CUBE_DEMO_PIXELS})")
     p.add_argument("--n-samples", "-n", metavar="N", type=_positive_int, default=1_000_000,
-                   help="number of samples (default: 1000000)")
+                   help="table part: number of samples (default: 1000000)")
     p.add_argument("--n-features", "-d", metavar="D", type=_positive_int, default=10,
-                   help="number of features, >= 4 (default: 10)")
+                   help="table part: number of features, >= 4 (default: 10)")
     p.add_argument("--seed", metavar="S", type=_non_negative_int, default=0,
                    help="seed of the data and of the cross-validation folds (default: 0)")
     p.add_argument("--workers", "-w", metavar="W", type=_positive_int, default=2,
                    help="Dask worker processes, one thread each (default: 2)")
     p.add_argument("--chunk-rows", metavar="R", type=_positive_int, default=131_072,
-                   help="rows per Zarr/Dask chunk (default: 131072, two generation blocks)")
+                   help="table part: rows per Zarr/Dask chunk (default: 131072, two "
+                        "generation blocks)")
     _add_cluster_options(p, workers=False)
     p.set_defaults(func=run_demo)
     return p
@@ -266,37 +293,91 @@ def _versions():
 
 
 def run_demo(args, stream=None):
-    """The ``demo`` command; returns the exit code."""
+    """The ``demo`` command; returns the exit code.
+
+    By default the table part (outputs in ``--output``) and then the cube part (its run folder
+    ``<output>/cube``), both on one cluster session; ``--no-cube`` stops after the table,
+    ``--cube`` runs only the cube part (:func:`run_cube_demo`).
+    """
     stream = sys.stdout if stream is None else stream
     if args.cube:
         return run_cube_demo(args, stream)
     if args.output is None:
-        args.output = "ppa-dask-demo"
+        args.output = DEMO_OUTPUT
     n, d, seed = args.n_samples, args.n_features, args.seed
     chunk_rows = min(args.chunk_rows, n)
     if d < 4:
         raise CommandError(f"--n-features must be >= 4 for the curved data set, got {d}")
+    # checked before anything runs: a bad cube option must not cost the table part first
+    cube_config = None if args.no_cube else _checked_cube_demo_config(args)
 
     outdir = os.path.abspath(args.output)
     if os.path.lexists(outdir) and not os.path.isdir(outdir):
         raise CommandError(f"--output {args.output!r} exists and is not a directory")
-
-    import dask.array as da
-
-    from . import datasets
-    from .cluster import dashboard_link, step_reporter
-    from .ppa import PPA
+    cube_dir = None if cube_config is None else os.path.join(outdir, CUBE_DEMO_SUBDIR)
 
     progress = _Progress(stream)
     progress.say(
         f"ppa-dask demo: n={n:,} d={d} seed={seed} workers={args.workers} "
         f"chunk_rows={chunk_rows:,} output={outdir}"
     )
+    cube_plan = _cube_demo_size(args) if cube_dir else "skipped (--no-cube)"
+    progress.say(f"then the cube part: {cube_plan}")
     os.makedirs(outdir, exist_ok=True)
-    data_path = os.path.join(outdir, "data.zarr")
     scratch = os.path.join(outdir, ".dask-scratch")
     scratch_existed = os.path.lexists(scratch)
+    try:
+        with progress.stage("cluster_start_s", "starting the Dask cluster"):
+            stack = contextlib.ExitStack()
+            client = stack.enter_context(_session(args, progress, local_directory=scratch))
+        with stack:
+            from .cluster import dashboard_link
 
+            link = dashboard_link(client) if client is not None else None
+            summary = _demo_table_part(args, progress, outdir, chunk_rows, link)
+            # written now, so that the table's record survives a failed or interrupted cube
+            # part; rewritten when the cube part is complete
+            summary["cube"] = (None if cube_dir is None
+                               else _cube_demo_record(cube_dir, args, complete=False))
+            progress.times["table_s"] = progress.total()
+            json_path = _write_demo_summary(outdir, summary, progress)
+            progress.say(f"wrote {json_path}")
+            progress.say(f"table part: done in {progress.times['table_s']:.1f} s")
+
+            if cube_dir is not None:
+                progress.plain()
+                with progress.stage("cube_s", f"cube part: {_cube_demo_size(args)}, run folder "
+                                    f"{cube_dir}"):
+                    _run_cube_pipeline(cube_config, cube_dir, stream, progress)
+                progress.say(f"cube part: done in {progress.times['cube_s']:.1f} s")
+                summary["cube"] = _cube_demo_record(cube_dir, args, complete=True)
+                _write_demo_summary(outdir, summary, progress)
+    finally:
+        if not scratch_existed:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    progress.say(f"table part: see {os.path.join(outdir, 'reconstruction_error.md')}")
+    if cube_dir is not None:
+        _say_cube_outputs(progress, cube_dir)
+    progress.say(f"done in {progress.total():.1f} s")
+    return 0
+
+
+def _demo_table_part(args, progress, outdir, chunk_rows, dashboard):
+    """The table part of the demo on the current cluster: data (reused when it matches), fit,
+    errors of PPA and PCA, the printed table and its CSV and markdown files.
+
+    Returns the summary record without its ``cube`` and ``times_s`` entries.
+    """
+    import dask.array as da
+
+    from . import datasets
+    from .cluster import step_reporter
+    from .ppa import PPA
+
+    stream = progress.stream
+    n, d, seed = args.n_samples, args.n_features, args.seed
+    data_path = os.path.join(outdir, "data.zarr")
     expected = {
         "kind": "curved",
         "n_samples": n,
@@ -305,75 +386,58 @@ def run_demo(args, stream=None):
         "dtype": "float64",
         "params": {"noise": DEMO_NOISE},
     }
-    summary = {
-        "command": "demo",
-        "argv": getattr(args, "argv", None),
-        "parameters": {
-            "n_samples": n, "n_features": d, "seed": seed, "workers": args.workers,
-            "threads_per_worker": 1, "chunk_rows": chunk_rows, "output": outdir,
-        },
-    }
-    try:
-        with progress.stage("cluster_start_s", "starting the Dask cluster"):
-            stack = contextlib.ExitStack()
-            client = stack.enter_context(_session(args, progress, local_directory=scratch))
-        with stack:
-            link = dashboard_link(client) if client is not None else None
 
-            # (a) the data set, written on the cluster, reused when its attributes match
-            why = _reusable(data_path, expected, (n, d), chunk_rows)
-            reused = why is None
-            if reused:
-                progress.say(f"data: reusing {data_path} (same parameters)")
-                progress.times["data_s"] = 0.0
-            else:
-                note = "" if why == "absent" else f" (existing store: {why}; rewriting)"
-                with progress.stage("data_s", f"data: writing {n:,} x {d} curved-manifold "
-                                    f"samples to {data_path}{note}"):
-                    datasets.write_zarr(
-                        data_path, n, n_features=d, kind="curved", chunk_rows=chunk_rows,
-                        random_state=seed, overwrite=os.path.lexists(data_path),
-                        noise=DEMO_NOISE,
-                    )
-                progress.say(f"data: written in {progress.times['data_s']:.1f} s")
-
-            # (c) the fit, on the lazily opened array
-            X = da.from_zarr(data_path)
-            model = PPA(degree=DEMO_DEGREES, cv=DEMO_CV, random_state=seed)
-            with progress.stage("fit_s", f"fitting PPA(degree=1..5, cv={DEMO_CV}) on a "
-                                f"{X.shape[0]:,} x {X.shape[1]} Dask array "
-                                f"({X.numblocks[0]} chunks)"):
-                model.fit(X, progress=step_reporter(stream))
-            degrees = [int(g) for g in model.degrees_]
-            progress.say(
-                f"fit: {progress.times['fit_s']:.1f} s, {model.n_passes_} passes over the "
-                f"data, residual cache: {model.residual_cache_}"
+    # (a) the data set, written on the cluster, reused when its attributes match
+    why = _reusable(data_path, expected, (n, d), chunk_rows)
+    reused = why is None
+    if reused:
+        progress.say(f"data: reusing {data_path} (same parameters)")
+        progress.times["data_s"] = 0.0
+    else:
+        note = "" if why == "absent" else f" (existing store: {why}; rewriting)"
+        with progress.stage("data_s", f"data: writing {n:,} x {d} curved-manifold "
+                            f"samples to {data_path}{note}"):
+            datasets.write_zarr(
+                data_path, n, n_features=d, kind="curved", chunk_rows=chunk_rows,
+                random_state=seed, overwrite=os.path.lexists(data_path),
+                noise=DEMO_NOISE,
             )
-            progress.say("fit: degree chosen per step: " + " ".join(map(str, degrees)))
+        progress.say(f"data: written in {progress.times['data_s']:.1f} s")
 
-            # (d) PPA reconstruction errors: one pass
-            with progress.stage("ppa_errors_s", "PPA reconstruction errors for k = 0.."
-                                f"{d - 1} (one pass)"):
-                ppa_errors = np.asarray(model.reconstruction_errors(X), dtype=float)
-            progress.say(f"PPA errors: {progress.times['ppa_errors_s']:.1f} s")
+    # (c) the fit, on the lazily opened array
+    X = da.from_zarr(data_path)
+    model = PPA(degree=DEMO_DEGREES, cv=DEMO_CV, random_state=seed)
+    with progress.stage("fit_s", f"fitting PPA(degree=1..5, cv={DEMO_CV}) on a "
+                        f"{X.shape[0]:,} x {X.shape[1]} Dask array "
+                        f"({X.numblocks[0]} chunks)"):
+        model.fit(X, progress=step_reporter(stream))
+    degrees = [int(g) for g in model.degrees_]
+    progress.say(
+        f"fit: {progress.times['fit_s']:.1f} s, {model.n_passes_} passes over the "
+        f"data, residual cache: {model.residual_cache_}"
+    )
+    progress.say("fit: degree chosen per step: " + " ".join(map(str, degrees)))
 
-            # PCA on the same data
-            nbytes = 8.0 * n * d
-            in_memory = nbytes <= PCA_IN_MEMORY_FRACTION * _available_memory()
-            where = "in memory" if in_memory else "on the cluster (too large to load)"
-            with progress.stage("pca_s", f"PCA on the same data, {where}"):
-                if in_memory:
-                    import zarr
+    # (d) PPA reconstruction errors: one pass
+    with progress.stage("ppa_errors_s", "PPA reconstruction errors for k = 0.."
+                        f"{d - 1} (one pass)"):
+        ppa_errors = np.asarray(model.reconstruction_errors(X), dtype=float)
+    progress.say(f"PPA errors: {progress.times['ppa_errors_s']:.1f} s")
 
-                    Xn = np.asarray(zarr.open_array(data_path, mode="r")[...], dtype=np.float64)
-                    pca_errors, eigen_tails, pca_method = _pca_errors_in_memory(Xn)
-                    del Xn
-                else:
-                    pca_errors, eigen_tails, pca_method = _pca_errors_dask(X)
-            progress.say(f"PCA: {progress.times['pca_s']:.1f} s")
-    finally:
-        if not scratch_existed:
-            shutil.rmtree(scratch, ignore_errors=True)
+    # PCA on the same data
+    nbytes = 8.0 * n * d
+    in_memory = nbytes <= PCA_IN_MEMORY_FRACTION * _available_memory()
+    where = "in memory" if in_memory else "on the cluster (too large to load)"
+    with progress.stage("pca_s", f"PCA on the same data, {where}"):
+        if in_memory:
+            import zarr
+
+            Xn = np.asarray(zarr.open_array(data_path, mode="r")[...], dtype=np.float64)
+            pca_errors, eigen_tails, pca_method = _pca_errors_in_memory(Xn)
+            del Xn
+        else:
+            pca_errors, eigen_tails, pca_method = _pca_errors_dask(X)
+    progress.say(f"PCA: {progress.times['pca_s']:.1f} s")
 
     # (e) the table, k = 1..d-1
     ks = list(range(1, d))
@@ -397,20 +461,27 @@ def run_demo(args, stream=None):
     # (f) files, all inside outdir
     csv_path = os.path.join(outdir, "reconstruction_error.csv")
     md_path = os.path.join(outdir, "reconstruction_error.md")
-    json_path = os.path.join(outdir, "summary.json")
     _write_csv(csv_path, rows)
     _write_markdown(md_path, rows, total_variance, caption)
+    progress.say(f"wrote {csv_path}")
+    progress.say(f"wrote {md_path}")
 
     eigen_check = float(np.max(np.abs(pca_errors - eigen_tails) / np.maximum(eigen_tails, 1e-300)))
     training = np.asarray(model.residual_variance_, dtype=float)
     ppa_check = float(np.max(np.abs(ppa_errors - training) / np.maximum(np.abs(training), 1e-300)))
-    summary.update(
-        data={
+    return {
+        "command": "demo",
+        "argv": getattr(args, "argv", None),
+        "parameters": {
+            "n_samples": n, "n_features": d, "seed": seed, "workers": args.workers,
+            "threads_per_worker": 1, "chunk_rows": chunk_rows, "output": outdir,
+        },
+        "data": {
             "path": data_path, "reused": reused, "kind": "curved", "noise": DEMO_NOISE,
             "chunk_rows": chunk_rows, "nbytes": int(8 * n * d),
         },
-        cluster={"workers": args.workers, "threads_per_worker": 1, "dashboard": link},
-        model={
+        "cluster": {"workers": args.workers, "threads_per_worker": 1, "dashboard": dashboard},
+        "model": {
             "estimator": f"PPA(degree=range(1, 6), cv={DEMO_CV}, random_state={seed})",
             "degrees": degrees,
             "cv_scores": None if model.cv_scores_ is None else np.asarray(model.cv_scores_).tolist(),
@@ -418,7 +489,7 @@ def run_demo(args, stream=None):
             "residual_cache": model.residual_cache_,
             "explained_variance": np.asarray(model.explained_variance_).tolist(),
         },
-        reconstruction_error={
+        "reconstruction_error": {
             "k": ks,
             "pca_mse": [r[1] for r in rows],
             "ppa_mse": [r[2] for r in rows],
@@ -428,29 +499,76 @@ def run_demo(args, stream=None):
             "pca_vs_discarded_eigenvalues_max_rel_diff": eigen_check,
             "ppa_vs_fit_residual_variance_max_rel_diff": ppa_check,
         },
-        versions=_versions(),
-    )
-    progress.times["total_s"] = progress.total()
-    summary["times_s"] = {k: round(v, 3) for k, v in progress.times.items()}
-    with open(json_path, "w") as f:
+        "versions": _versions(),
+    }
+
+
+def _write_demo_summary(outdir, summary, progress):
+    """Write ``summary.json`` with the stage times so far (``total_s``: the run until now);
+    through a temporary file, since it is written twice per run."""
+    times = dict(progress.times, total_s=progress.total())
+    summary["times_s"] = {k: round(v, 3) for k, v in times.items()}
+    json_path = os.path.join(outdir, "summary.json")
+    partial = json_path + ".partial"
+    with open(partial, "w") as f:
         json.dump(summary, f, indent=2)
         f.write("\n")
-    progress.say(f"wrote {csv_path}")
-    progress.say(f"wrote {md_path}")
-    progress.say(f"wrote {json_path}")
-    progress.say(f"done in {progress.total():.1f} s")
-    return 0
+    os.replace(partial, json_path)
+    return json_path
+
+
+def _cube_demo_size(args):
+    return (f"{args.bands} bands x {args.pixels} x {args.pixels} pixels (make_cube, "
+            f"seed={args.seed})")
+
+
+def _cube_demo_record(cube_dir, args, complete):
+    """The ``cube`` entry of the demo's summary.json: where the cube part's outputs are."""
+    record = {
+        "path": cube_dir,
+        "complete": complete,
+        "bands": args.bands,
+        "pixels": args.pixels,
+        "seed": args.seed,
+        "pipeline_summary": os.path.join(cube_dir, "summary.json"),
+    }
+    record.update({name: os.path.join(cube_dir, relative)
+                   for name, relative in CUBE_DEMO_OUTPUTS.items()})
+    return record
+
+
+def _checked_cube_demo_config(args):
+    """The cube part's pipeline configuration, after checking ``--bands`` and ``--pixels``."""
+    if args.bands < CUBE_DEMO_MIN_BANDS:
+        raise CommandError(f"--bands must be >= {CUBE_DEMO_MIN_BANDS}, got {args.bands}")
+    if args.pixels < CUBE_DEMO_MIN_PIXELS:
+        raise CommandError(f"--pixels must be >= {CUBE_DEMO_MIN_PIXELS} (enough cloud-free "
+                           f"pixels for the cross-validated fit), got {args.pixels}")
+    return cube_demo_config(args.seed, args.bands, args.pixels)
+
+
+def _run_cube_pipeline(config, run_dir, stream, progress):
+    """Run the cube pipeline in ``run_dir`` on the current cluster (resuming complete stages);
+    its log lines count time from the demo's start."""
+    from .pipeline import Run
+
+    return Run(config, output=run_dir, stream=stream, clock=progress.start).execute()
+
+
+def _say_cube_outputs(progress, run_dir):
+    for name in ("reconstruction_error_md", "components_png", "components_zarr"):
+        progress.say(f"cube part: see {os.path.join(run_dir, CUBE_DEMO_OUTPUTS[name])}")
 
 
 def cube_demo_config(seed=0, bands=CUBE_DEMO_BANDS, pixels=CUBE_DEMO_PIXELS):
-    """The pipeline configuration of ``ppa-dask demo --cube`` (pipelines/demo.yaml holds the
-    same with the default sizes)."""
+    """The pipeline configuration of the demo's cube part (pipelines/demo.yaml holds the same
+    with the default sizes)."""
     from .pipeline import validate_pipeline
 
     return validate_pipeline({
         "name": "demo-cube",
         "description": "PPA of a synthetic hyperspectral cube read from Zarr with xarray",
-        "output": "ppa-dask-demo-cube",
+        "output": CUBE_DEMO_OUTPUT,
         "seed": seed,
         "data": {"source": "make_cube", "variable": "reflectance", "feature_dim": "band",
                  "params": {"n_bands": bands, "ny": pixels, "nx": pixels,
@@ -463,30 +581,25 @@ def cube_demo_config(seed=0, bands=CUBE_DEMO_BANDS, pixels=CUBE_DEMO_PIXELS):
     }, where="demo --cube")
 
 
-def run_cube_demo(args, stream):
-    """``demo --cube``: the cube pipeline in ``--output`` on the chosen cluster."""
-    from .pipeline import Run
-
-    if args.bands < 4:
-        raise CommandError(f"--bands must be >= 4, got {args.bands}")
-    config = cube_demo_config(args.seed, args.bands, args.pixels)
-    outdir = os.path.abspath(args.output or config["output"])
+def run_cube_demo(args, stream=None):
+    """``demo --cube``: only the cube part, with ``--output`` itself as its run folder, on its
+    own cluster session; returns the exit code."""
+    stream = sys.stdout if stream is None else stream
+    config = _checked_cube_demo_config(args)
+    outdir = os.path.abspath(args.output or CUBE_DEMO_OUTPUT)
     if os.path.lexists(outdir) and not os.path.isdir(outdir):
         raise CommandError(f"--output {args.output!r} exists and is not a directory")
     progress = _Progress(stream)
-    progress.say(f"ppa-dask demo --cube: {args.bands} bands x {args.pixels} x {args.pixels} "
-                 f"pixels, seed={args.seed}, output={outdir}")
+    progress.say(f"ppa-dask demo --cube: {_cube_demo_size(args)}, output={outdir}")
     scratch = os.path.join(outdir, ".dask-scratch")
     scratch_existed = os.path.lexists(scratch)
     try:
         with _session(args, progress, local_directory=scratch):
-            Run(config, output=outdir, stream=stream, clock=progress.start).execute()
+            _run_cube_pipeline(config, outdir, stream, progress)
     finally:
         if not scratch_existed:
             shutil.rmtree(scratch, ignore_errors=True)
-    for name in ("05-evaluate/reconstruction_error.md", "06-plots/components.png",
-                 "04-transform/components.zarr"):
-        progress.say(f"see {os.path.join(outdir, name)}")
+    _say_cube_outputs(progress, outdir)
     return 0
 
 
@@ -684,9 +797,11 @@ def _add_fit(subparsers):
                    help="steps to fit (default: all, d - 1)")
     p.add_argument("--seed", type=_non_negative_int, default=0, metavar="S",
                    help="seed of the cross-validation folds (default: 0)")
-    p.add_argument("--residual-cache", choices=("auto", "persist", "recompute"), default="auto",
-                   help="keep the residual on the workers between passes or recompute it "
-                        "(default: auto, from the data size and the cluster memory)")
+    p.add_argument("--residual-cache", choices=("auto", "persist", "checkpoint", "recompute"),
+                   default="auto",
+                   help="keep the residual on the workers between passes, checkpoint it to "
+                        "disk, or recompute it (default: auto, from the data size and the "
+                        "cluster memory)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing MODEL")
     _add_cluster_options(p)
     p.set_defaults(func=run_fit)

@@ -1,14 +1,27 @@
-"""The ``ppa-dask`` command line: the demo end to end (small), and argument errors."""
+"""The ``ppa-dask`` command line: the demo end to end (small: table and cube part), and
+argument errors."""
 
+import contextlib
 import csv
+import io
 import json
 import os
 
 import pytest
+from test_cli_commands import check_cube_demo_outputs
 
 from ppa_dask.cli import main
 
 N_FEATURES = 10
+#: Size of the cube part in the small demo run.
+CUBE_BANDS = 6
+CUBE_PIXELS = 24
+CUBE_ARGS = ["--bands", str(CUBE_BANDS), "--pixels", str(CUBE_PIXELS)]
+#: What the demo writes inside its output folder, and inside the cube part's run folder.
+TABLE_OUTPUTS = ["data.zarr", "reconstruction_error.csv", "reconstruction_error.md",
+                 "summary.json"]
+CUBE_RUN_FOLDER = ["01-load", "02-preprocess", "03-fit", "04-transform", "05-evaluate",
+                   "06-plots", "pipeline.log", "pipeline.yaml", "summary.json"]
 
 
 def _listing(path):
@@ -17,7 +30,8 @@ def _listing(path):
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-    """Run the demo once (small) from an empty working directory; shared by the checks."""
+    """Run the demo once (small, both parts) from an empty working directory; shared by the
+    checks."""
     base = tmp_path_factory.mktemp("cli")
     out = base / "demo"
     cwd = base / "cwd"
@@ -25,15 +39,18 @@ def demo_run(tmp_path_factory):
     before = _listing(base)
     old = os.getcwd()
     os.chdir(cwd)
+    printed = io.StringIO()
     try:
-        code = main([
-            "demo", "--output", str(out), "--n-samples", "20000",
-            "--n-features", str(N_FEATURES), "--workers", "1", "--chunk-rows", "5000",
-            "--seed", "0",
-        ])
+        with contextlib.redirect_stdout(printed):
+            code = main([
+                "demo", "--output", str(out), "--n-samples", "20000",
+                "--n-features", str(N_FEATURES), "--workers", "1", "--chunk-rows", "5000",
+                "--seed", "0", *CUBE_ARGS,
+            ])
     finally:
         os.chdir(old)
-    return {"code": code, "out": out, "cwd": cwd, "base": base, "before": before}
+    return {"code": code, "out": out, "cwd": cwd, "base": base, "before": before,
+            "printed": printed.getvalue()}
 
 
 def _table(out):
@@ -44,14 +61,24 @@ def _table(out):
 def test_demo_exit_code_and_files(demo_run):
     assert demo_run["code"] == 0
     out = demo_run["out"]
-    for name in ("data.zarr", "reconstruction_error.csv", "reconstruction_error.md",
-                 "summary.json"):
+    for name in TABLE_OUTPUTS:
         assert (out / name).exists(), name
     summary = json.loads((out / "summary.json").read_text())
     assert summary["parameters"]["n_samples"] == 20000
     assert len(summary["model"]["degrees"]) == N_FEATURES - 1
     assert all(1 <= g <= 5 for g in summary["model"]["degrees"])
-    assert summary["times_s"]["fit_s"] > 0
+    times = summary["times_s"]
+    assert times["fit_s"] > 0
+    # both parts ran in one session: the total covers the table part and then the cube part
+    assert times["cube_s"] > 0 and times["table_s"] > 0
+    assert times["total_s"] >= times["table_s"] + times["cube_s"]
+    # the summary points at the cube part's outputs, and they exist
+    cube = summary["cube"]
+    assert cube["complete"] is True and cube["path"] == str(out / "cube")
+    assert (cube["bands"], cube["pixels"], cube["seed"]) == (CUBE_BANDS, CUBE_PIXELS, 0)
+    for name in ("components_zarr", "components_png", "reconstruction_error_md",
+                 "reconstruction_error_csv", "pipeline_summary"):
+        assert cube[name].startswith(str(out / "cube") + os.sep) and os.path.exists(cube[name])
     md = (out / "reconstruction_error.md").read_text()
     table_lines = [line for line in md.splitlines() if line.startswith("| ")]
     assert len(table_lines) == 1 + (N_FEATURES - 1)  # header, then one row per k
@@ -65,10 +92,24 @@ def test_demo_writes_nothing_outside_output(demo_run):
     # demo is created by the run itself)
     after = [name for name in _listing(demo_run["base"]) if name != "demo"]
     assert after == [name for name in demo_run["before"] if name != "demo"]
-    # inside it, only the documented outputs (no worker scratch space left behind)
-    assert _listing(demo_run["out"]) == [
-        "data.zarr", "reconstruction_error.csv", "reconstruction_error.md", "summary.json",
-    ]
+    # inside it, only the documented outputs (no worker scratch space or temporary summary
+    # left behind); the cube part's run folder is cube/
+    assert _listing(demo_run["out"]) == sorted(["cube", *TABLE_OUTPUTS])
+    assert _listing(demo_run["out"] / "cube") == CUBE_RUN_FOLDER
+
+
+def test_demo_cube_part(demo_run):
+    assert demo_run["code"] == 0
+    check_cube_demo_outputs(demo_run["out"] / "cube", bands=CUBE_BANDS, pixels=CUBE_PIXELS,
+                            seed=0)
+    # the table part came first, and the last lines say where the cube outputs are
+    printed = demo_run["printed"]
+    assert printed.index("wrote " + str(demo_run["out"] / "summary.json")) < printed.index(
+        "pipeline 'demo-cube'")
+    tail = "\n".join(printed.rstrip().splitlines()[-4:])
+    for relative in ("05-evaluate/reconstruction_error.md", "06-plots/components.png",
+                     "04-transform/components.zarr"):
+        assert str(demo_run["out"] / "cube" / relative) in tail, relative
 
 
 def test_demo_table_ppa_beats_pca(demo_run):
@@ -93,12 +134,28 @@ def test_demo_reuses_matching_data(demo_run, capsys):
     zarr_json = out / "data.zarr" / "zarr.json"
     stamp = zarr_json.stat().st_mtime_ns
     code = main(["demo", "--output", str(out), "--n-samples", "20000",
-                 "--n-features", str(N_FEATURES), "--workers", "1", "--chunk-rows", "5000"])
+                 "--n-features", str(N_FEATURES), "--workers", "1", "--chunk-rows", "5000",
+                 *CUBE_ARGS])
     assert code == 0
-    assert "reusing" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "reusing" in printed
     assert zarr_json.stat().st_mtime_ns == stamp
     summary = json.loads((out / "summary.json").read_text())
     assert summary["data"]["reused"] is True
+    # the cube part resumes too: every stage of its pipeline was complete
+    assert "6 of 6 stages already complete" in printed
+    assert summary["cube"]["complete"] is True
+
+
+def test_demo_no_cube_skips_the_cube_part(tmp_path, capsys):
+    out = tmp_path / "demo"
+    code = main(["demo", "--no-cube", "--output", str(out), "--n-samples", "2000",
+                 "--n-features", "5", "--scheduler", "threads"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert _listing(out) == TABLE_OUTPUTS
+    assert json.loads((out / "summary.json").read_text())["cube"] is None
+    assert "pipeline 'demo-cube'" not in printed
 
 
 @pytest.mark.parametrize(
@@ -111,6 +168,11 @@ def test_demo_reuses_matching_data(demo_run, capsys):
         ["demo", "--chunk-rows", "-1"],
         ["demo", "--seed", "-1"],
         ["demo", "--no-such-option"],
+        ["demo", "--cube", "--no-cube"],
+        ["demo", "--bands", "3"],
+        ["demo", "--pixels", "7"],
+        ["demo", "--cube", "--pixels", "0"],
+        ["demo", "--cube", "--bands", "2"],
         ["no-such-command"],
         [],
     ],
@@ -154,4 +216,6 @@ def test_output_is_a_file(tmp_path, capsys):
 
 def test_help_exits_zero(capsys):
     assert main(["demo", "--help"]) == 0
-    assert "--n-samples" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    for option in ("--n-samples", "--cube", "--no-cube", "--bands", "--pixels"):
+        assert option in text

@@ -1,5 +1,6 @@
 """The ``ppa-dask`` subcommands: fit / transform / inverse / info on Zarr tables and xarray
-cubes, ``run`` of a pipeline, ``demo --cube``, and the one-line errors with exit status 2.
+cubes, ``run`` of a pipeline, ``demo --cube`` (the demo's cube part alone), and the one-line
+errors with exit status 2.
 
 Everything runs with ``--scheduler threads`` (Dask in this process); the same commands on real
 clusters are exercised in test_clusters.py.
@@ -210,26 +211,47 @@ def test_run_check_and_invalid_pipeline(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
-def test_demo_cube_end_to_end(tmp_path, capsys):
+def check_cube_demo_outputs(run_dir, bands, pixels, seed):
+    """Check the run folder of the demo's cube part (``demo --cube``'s output, or
+    ``<output>/cube`` of the plain demo): component images masked where the cube is cloudy,
+    a PPA-vs-PCA table with PPA never worse, and a PNG of the first components side by side.
+    Shared with test_cli.py, which runs the whole demo."""
     import matplotlib.image
 
-    out_dir = tmp_path / "demo"
-    out = _ok(capsys, "demo", "--cube", "--bands", "6", "--pixels", "24", "--seed", "1",
-              "--output", str(out_dir), *THREADS)
-    assert "stage plots: done" in out
-    png = matplotlib.image.imread(out_dir / "06-plots" / "components.png")
+    png_path = run_dir / "06-plots" / "components.png"
+    assert png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    png = matplotlib.image.imread(png_path)
     assert png.ndim == 3 and png.shape[1] > 2 * png.shape[0]  # three images side by side
-    with open(out_dir / "05-evaluate" / "reconstruction_error.csv", newline="") as f:
+    with open(run_dir / "05-evaluate" / "reconstruction_error.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [int(r["k"]) for r in rows] == list(range(1, 6))
-    assert all(float(r["ppa_mse"]) <= float(r["pca_mse"]) * (1 + 1e-9) for r in rows)
-    comps = store.open_dataset(str(out_dir / "04-transform" / "components.zarr"))["components"]
-    cloud = make_cube(n_bands=6, ny=24, nx=24, random_state=1)["cloud"].values
-    np.testing.assert_array_equal(np.isnan(comps.values).all(axis=0), cloud)
+    assert [int(r["k"]) for r in rows] == list(range(1, bands))
+    for r in rows:
+        # PPA never reconstructs worse than PCA on its training data
+        assert 0 < float(r["ppa_mse"]) <= float(r["pca_mse"]) * (1 + 1e-9), r
+    comps = store.open_dataset(str(run_dir / "04-transform" / "components.zarr"))["components"]
+    assert comps.dims == ("component", "y", "x")
+    assert comps.shape == (bands, pixels, pixels)
+    # the cloudy pixels of the generated cube (same seed) come back as NaN, the others finite
+    cloud = make_cube(n_bands=bands, ny=pixels, nx=pixels, random_state=seed)["cloud"].values
+    assert cloud.any() and not cloud.all()
+    values = comps.values
+    np.testing.assert_array_equal(np.isnan(values).all(axis=0), cloud)
+    assert np.isfinite(values[:, ~cloud]).all()
+
+
+def test_demo_cube_end_to_end(tmp_path, capsys):
+    out_dir = tmp_path / "demo"
+    argv = ["demo", "--cube", "--bands", "6", "--pixels", "24", "--seed", "1",
+            "--output", str(out_dir), *THREADS]
+    out = _ok(capsys, *argv)
+    assert "stage plots: done" in out
+    # --cube is the cube part alone: its run folder is --output itself, no table part
+    assert not (out_dir / "data.zarr").exists() and not (out_dir / "cube").exists()
+    check_cube_demo_outputs(out_dir, bands=6, pixels=24, seed=1)
+    assert out.rstrip().splitlines()[-1].endswith(
+        os.path.join(str(out_dir), "04-transform", "components.zarr"))
     # a second run resumes everything (nothing recomputed)
-    assert "6 of 6 stages already complete" in _ok(
-        capsys, "demo", "--cube", "--bands", "6", "--pixels", "24", "--seed", "1", "--output",
-        str(out_dir), *THREADS)
+    assert "6 of 6 stages already complete" in _ok(capsys, *argv)
     assert not (out_dir / ".dask-scratch").exists()
 
 
