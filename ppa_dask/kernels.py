@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import _fused
+
 __all__ = [
     "StepParams",
     "ModelParams",
@@ -167,23 +169,9 @@ def basis_with_extension(t, degree, lo, hi, derivatives=0):
 # fold membership: a function of (seed, global row index) only
 # --------------------------------------------------------------------------------------------
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-
-
-def _splitmix64(z):
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    return z ^ (z >> np.uint64(31))
-
-
-def row_hash(start, stop, seed):
-    """64-bit SplitMix64 hash of the global row indices ``start .. stop-1`` under ``seed``."""
-    with np.errstate(over="ignore"):
-        key = _splitmix64(np.array([seed], dtype=np.uint64))[0]
-        state = key + (np.arange(start, stop, dtype=np.uint64) + np.uint64(1)) * _GOLDEN
-        return _splitmix64(state)
+# row_hash (SplitMix64 of the seed and the global row index) lives in the compiled module, which
+# also hashes folds inside the fused pass; this is the same function for everything else
+row_hash = _fused.row_hash
 
 
 def fold_labels(start, stop, seed, n_folds):
@@ -276,6 +264,10 @@ def _gram_from_sums(sums, degree):
     return (sums[..., plus] + sums[..., minus]) / 2
 
 
+def _moments_dict(sums, yv, zz, counts, tmin, tmax, degree):
+    return dict(n=counts, vv=_gram_from_sums(sums, degree), yv=yv, zz=zz, tmin=tmin, tmax=tmax)
+
+
 def step_moments(Yt, start, direction, offset, scale, degree, seed=0, n_folds=1):
     """Moments of one residual block for the regression of a PPA step, per fold.
 
@@ -291,38 +283,12 @@ def step_moments(Yt, start, direction, offset, scale, degree, seed=0, n_folds=1)
                                           computed for cross-validation, else 0)
 
     plus ``tmin``/``tmax``, the range of ``t``. Residuals are centred, so these raw sums are the
-    shifted sums of a stable merge.
+    shifted sums of a stable merge. The work is the compiled sweep of
+    :func:`ppa_dask._fused.fused_step_pass` (with no step to apply).
     """
-    d, n = Yt.shape
-    alpha = direction @ Yt
-    t = (alpha - offset) / scale
-    T = _chebyshev_rows(t, 2 * degree, 0)[0]  # (2g+1, n): the products of the basis, too
-    V = T[: degree + 1]
-    vv = np.empty((n_folds, degree + 1, degree + 1))
-    yv = np.empty((n_folds, d, degree + 1))
-    zz = np.zeros(n_folds)
-    counts = np.empty(n_folds, dtype=np.int64)
-    vv[-1] = _gram_from_sums(T.sum(axis=1), degree)
-    yv[-1] = Yt @ V.T
-    counts[-1] = n
-    if n_folds > 1:
-        # folds 0..F-2 by 0/1 weights; the last fold is the total minus them
-        folds = fold_labels(start, start + n, seed, n_folds)
-        zsq = np.einsum("ij,ij->j", Yt, Yt) - alpha * alpha
-        zz[-1] = zsq.sum()
-        for f in range(n_folds - 1):
-            weight = (folds == f).astype(np.float64)
-            vv[f] = _gram_from_sums(T @ weight, degree)
-            yv[f] = Yt @ (V * weight).T
-            zz[f] = weight @ zsq
-            counts[f] = int(weight.sum())
-        vv[-1] -= vv[:-1].sum(axis=0)
-        yv[-1] -= yv[:-1].sum(axis=0)
-        zz[-1] -= zz[:-1].sum()
-        counts[-1] -= counts[:-1].sum()
-    tmin = float(t.min()) if n else np.inf
-    tmax = float(t.max()) if n else -np.inf
-    return dict(n=counts, vv=vv, yv=yv, zz=zz, tmin=tmin, tmax=tmax)
+    Yt = np.ascontiguousarray(Yt, dtype=np.float64)
+    return _moments_dict(*_fused.fused_step_pass(
+        Yt, start, None, direction, offset, scale, degree, seed, n_folds), degree)
 
 
 def _combine_sums(parts, summed):
@@ -396,8 +362,13 @@ def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed,
 
     With ``center`` (the mean) ``X`` is a source block ``(n, d)``, centred into a feature-major
     residual; without it ``X`` is already a residual ``(d, n)``. ``steps`` (the fitted steps not
-    yet applied to it) bring it to the residual of the step being fitted, and
-    :func:`step_moments` runs on that, ``sub_block`` rows at a time so the work stays in cache.
+    yet applied to it) bring it to the residual of the step being fitted, and the moments of
+    :func:`step_moments` are taken on that.
+
+    The usual case, a kept residual with one step to apply, is one compiled sweep
+    (:func:`ppa_dask._fused.fused_step_pass`: the update, the change of frame and the moments
+    together). Otherwise (a source block to centre, or several steps to re-apply) numpy prepares
+    ``sub_block`` rows at a time and the compiled sweep does the rest for each slice.
 
     Returns ``(residual, moments)``; ``residual`` is None unless ``keep``. ``in_place`` lets a
     residual input be overwritten (the in-memory driver owns its residual; Dask blocks are never
@@ -410,29 +381,33 @@ def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed,
     else:
         d, n = X.shape
     rows_out = d if rotation is None else rotation.shape[1]
-    if keep:
-        reuse = in_place and center is None and rotation is None
-        residual = X if reuse else np.empty((rows_out, n))
-    else:
-        residual = None
-    last = len(steps) - 1
-    parts = []
+    target = (degree, seed, n_folds)
+    if center is None and len(steps) <= 1 and X.dtype == np.float64 and X.flags.c_contiguous:
+        if keep:
+            reuse = in_place and rotation is None
+            residual = X if reuse else np.empty((rows_out, n))
+        else:
+            residual = None
+        parts = _fused.fused_step_pass(X, start, steps[0] if steps else None, direction, offset,
+                                       scale, *target, out=residual, rotation=rotation)
+        return residual, _moments_dict(*parts, degree)
+    residual = np.empty((rows_out, n)) if keep else None
+    sums = yv = zz = counts = None
+    tmin, tmax = np.inf, -np.inf
     for a in range(0, max(n, 1), sub_block):
         b = min(n, a + sub_block)
-        target = residual[:, a:b] if keep else None
-        direct = target if rotation is None else None  # the last operation may write in place
-        if center is not None:
-            Yt = centred_block(X[a:b], center, out=direct if not steps else None)
+        Yt = centred_block(X[a:b], center) if center is not None else X[:, a:b]
+        for step in steps[:-1]:
+            _, Yt = step_forward(Yt, step)
+        part = _fused.fused_step_pass(np.ascontiguousarray(Yt, dtype=np.float64), start + a,
+                                      steps[-1] if steps else None, direction, offset, scale,
+                                      *target, out=residual, out_offset=a, rotation=rotation)
+        if sums is None:
+            sums, yv, zz, counts = part[:4]
         else:
-            Yt = X[:, a:b]
-        for i, step in enumerate(steps):
-            _, Yt = step_forward(Yt, step, out=direct if i == last else None)
-        if rotation is not None:
-            Yt = np.matmul(rotation.T, Yt, out=target)
-        if keep and Yt is not target:
-            target[...] = Yt
-        parts.append(step_moments(Yt, start + a, direction, offset, scale, degree, seed, n_folds))
-    return residual, combine_step_moments(parts)
+            sums, yv, zz, counts = sums + part[0], yv + part[1], zz + part[2], counts + part[3]
+        tmin, tmax = min(tmin, part[4]), max(tmax, part[5])
+    return residual, _moments_dict(sums, yv, zz, counts, tmin, tmax, degree)
 
 
 def _check_block_finite(X, start, what="X"):

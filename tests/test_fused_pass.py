@@ -1,0 +1,115 @@
+"""The compiled step pass equals the same quantities computed plainly with numpy.
+
+The fused kernel (``ppa_dask._fused``) does a step's whole per-row work in one sweep: apply the
+previous step (with the linear continuation outside the training range), then accumulate the next
+step's Chebyshev sums, cross moments, orthogonal norms and range per fold. Here every output is
+recomputed independently: ``numpy.polynomial.chebyshev.chebvander`` for the basis, explicit
+boolean fold masks, and :func:`ppa_dask.kernels.step_forward` (numpy) for the update.
+"""
+
+import numpy as np
+import pytest
+from numpy.polynomial import chebyshev
+
+from ppa_dask import _fused, kernels
+
+
+def _step(rng, f, degree, lo=-1.0, hi=1.0):
+    e = rng.normal(size=f)
+    e /= np.linalg.norm(e)
+    return kernels.StepParams(e, 0.1 * rng.normal(size=(f, degree + 1)), 0.3, 2.5, lo, hi)
+
+
+def _plain_moments(Y, start, e, offset, scale, degree, seed, n_folds):
+    alpha = e @ Y
+    t = (alpha - offset) / scale
+    V = chebyshev.chebvander(t, 2 * degree)  # (n, 2g+1)
+    folds = kernels.fold_labels(start, start + Y.shape[1], seed, n_folds)
+    out = []
+    for fold in range(n_folds):
+        rows = folds == fold if n_folds > 1 else np.ones(Y.shape[1], bool)
+        z = np.sum(Y[:, rows] ** 2, axis=0) - alpha[rows] ** 2
+        out.append((V[rows].sum(axis=0), Y[:, rows] @ V[rows, : degree + 1],
+                    z.sum() if n_folds > 1 else 0.0, rows.sum()))
+    return out, t.min(), t.max()
+
+
+@pytest.mark.parametrize("n_folds", [1, 2, 3])
+@pytest.mark.parametrize("with_step", [False, True])
+def test_fused_pass_equals_plain_numpy(n_folds, with_step):
+    rng = np.random.default_rng(n_folds + 10 * with_step)
+    f, n, degree = 7, 3001, 4  # n not a multiple of the kernel's chunk
+    Y = rng.normal(size=(f, n)) * np.linspace(2, 0.5, f)[:, None]
+    # a narrow training range for the previous step: many rows use the linear continuation
+    step = _step(rng, f, 3, lo=-0.4, hi=0.5) if with_step else None
+    e = rng.normal(size=f)
+    e /= np.linalg.norm(e)
+    original = Y.copy()
+    out = np.full((f, n + 5), np.nan)
+    sums, yv, zz, counts, tmin, tmax = _fused.fused_step_pass(
+        Y, 1234, step, e, 0.1, 3.0, degree, seed=9, n_folds=n_folds, out=out, out_offset=5)
+    np.testing.assert_array_equal(Y, original)  # the input is only read
+    expected = original if step is None else kernels.step_forward(original, step)[1]
+    np.testing.assert_allclose(out[:, 5:], expected, rtol=0, atol=1e-13)
+    assert np.isnan(out[:, :5]).all()
+    plain, pmin, pmax = _plain_moments(expected, 1234, e, 0.1, 3.0, degree, 9, n_folds)
+    for fold, (psums, pyv, pzz, pcount) in enumerate(plain):
+        assert counts[fold] == pcount
+        np.testing.assert_allclose(sums[fold], psums, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(yv[fold], pyv, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(zz[fold], pzz, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose([tmin, tmax], [pmin, pmax], rtol=1e-13)  # alpha may use FMAs
+
+
+def test_in_place_update_and_gram_from_the_product_identity():
+    rng = np.random.default_rng(4)
+    f, n, degree = 5, 1000, 3
+    Y = rng.normal(size=(f, n))
+    step = _step(rng, f, 2, lo=-np.inf, hi=np.inf)
+    expected = kernels.step_forward(Y.copy(), step)[1]
+    e = np.eye(f)[0]
+    residual, moments = kernels.pass_kernel(Y, 0, None, (step,), e, 0.0, 1.0, degree, 0, 1,
+                                            keep=True, in_place=True)
+    assert residual is Y
+    np.testing.assert_allclose(Y, expected, atol=1e-13)
+    V = chebyshev.chebvander(expected[0], degree)
+    np.testing.assert_allclose(moments["vv"][0], V.T @ V, rtol=1e-12, atol=1e-9)
+
+
+def test_empty_block_gives_empty_moments():
+    sums, yv, zz, counts, tmin, tmax = _fused.fused_step_pass(
+        np.zeros((3, 0)), 0, None, np.eye(3)[0], 0.0, 1.0, 2, seed=0, n_folds=2)
+    assert counts.tolist() == [0, 0] and not sums.any() and not yv.any()
+    assert (tmin, tmax) == (np.inf, -np.inf)
+
+
+def test_fold_hash_matches_the_documented_splitmix64():
+    """row_hash is SplitMix64 of ``key + (i + 1) * golden`` with ``key = SplitMix64(seed)``."""
+    def splitmix64(z):
+        z &= 2**64 - 1
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+        return z ^ (z >> 31)
+
+    key = splitmix64(17)
+    expected = [splitmix64(key + (i + 1) * 0x9E3779B97F4A7C15) for i in range(40, 50)]
+    assert kernels.row_hash(40, 50, 17).tolist() == expected
+
+
+def test_change_of_frame_is_exact():
+    """With a rotation the kept residual and the moments are those of ``Q^T y``."""
+    rng = np.random.default_rng(8)
+    f, n, degree = 6, 2000, 3
+    Y = rng.normal(size=(f, n))
+    step = _step(rng, f, 2)
+    Q = np.linalg.qr(rng.normal(size=(f, 3)))[0]
+    e = np.array([0.6, 0.8, 0.0])
+    residual, moments = kernels.pass_kernel(Y, 50, None, (step,), e, 0.0, 2.0, degree, 3, 2,
+                                            keep=True, rotation=Q)
+    Z = Q.T @ kernels.step_forward(Y, step)[1]
+    np.testing.assert_allclose(residual, Z, atol=1e-13)
+    plain, _, _ = _plain_moments(Z, 50, e, 0.0, 2.0, degree, 3, 2)
+    for fold, (_, pyv, pzz, pcount) in enumerate(plain):
+        assert moments["n"][fold] == pcount
+        np.testing.assert_allclose(moments["yv"][fold], pyv, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(moments["zz"][fold], pzz, rtol=1e-12, atol=1e-9)
