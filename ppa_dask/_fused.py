@@ -1,11 +1,12 @@
 """The fused step pass, compiled with numba: the hot loop of every PPA fit.
 
-One sweep over a feature-major residual block ``Y`` (``(f, n)``) does what a step pass needs
+One sweep over a feature-major residual block ``Y`` (``(f, n)``; or a block of samples
+``(n, d)`` with the mean to subtract, for the first step) does what a step pass needs
 (:func:`ppa_dask.kernels.pass_kernel` calls it): optionally apply the previous fitted step
 (``y <- y - e' alpha' - U' v(t')``, with the basis continued linearly outside ``[lo', hi']``),
-optionally re-express the result in a smaller orthonormal frame, then accumulate the moments of the step being fitted: the sums of the Chebyshev polynomials
-``T_0 .. T_2g`` of its coordinate ``t`` (the Gram matrix follows from the product identity),
-the cross moments ``sum y T_k(t)``, the squared norms orthogonal to the leading vector (for
+optionally re-express the result in a smaller orthonormal frame, then accumulate the moments of
+the step being fitted: the sums of the Chebyshev polynomials ``T_0 .. T_2g`` of its coordinate
+``t`` (the Gram matrix follows from the product identity), the cross moments ``sum y T_k(t)``, the squared norms orthogonal to the leading vector (for
 cross-validation) and the range of ``t``, per cross-validation fold.
 
 Why compiled: in numpy each of these is a separate sweep over memory with a temporary array
@@ -25,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["CHUNK", "fused_step_pass", "row_hash"]
+__all__ = ["CHUNK", "centred_moments", "fused_step_pass", "row_hash"]
 
 #: rows per inner chunk: the chunk's residual, basis and scratch rows stay in L1 cache
 CHUNK = 256
@@ -74,9 +75,60 @@ def row_hash(start, stop, seed):
 
 
 @njit(cache=True, nogil=True, fastmath=_FASTMATH, boundscheck=False)
-def _fused_kernel(Y, out, out_offset, store, has_prev, e_prev, U_prev, off_p, sc_p, lo_p, hi_p,
-                  has_rotation, Q, e, off, sc, degree, start, seed, n_folds):
-    f, n = Y.shape
+def _cross_moments(Ys, T, rows, cols, L, acc):
+    """``acc[i, k] += sum_r Ys[i, r] T[k, r]`` in 2 x 3 blocks: six sums per sweep over five
+    rows, instead of two loads per multiply-add (the loads, not the arithmetic, set the pace)."""
+    i = 0
+    while i + 2 <= rows:
+        y0, y1 = Ys[i], Ys[i + 1]
+        k = 0
+        while k + 3 <= cols:
+            t0, t1, t2 = T[k], T[k + 1], T[k + 2]
+            s00 = s01 = s02 = s10 = s11 = s12 = 0.0
+            for r in range(L):
+                a0, a1 = y0[r], y1[r]
+                b0, b1, b2 = t0[r], t1[r], t2[r]
+                s00 += a0 * b0
+                s01 += a0 * b1
+                s02 += a0 * b2
+                s10 += a1 * b0
+                s11 += a1 * b1
+                s12 += a1 * b2
+            acc[i, k] += s00
+            acc[i, k + 1] += s01
+            acc[i, k + 2] += s02
+            acc[i + 1, k] += s10
+            acc[i + 1, k + 1] += s11
+            acc[i + 1, k + 2] += s12
+            k += 3
+        while k < cols:
+            tk = T[k]
+            s0 = s1 = 0.0
+            for r in range(L):
+                s0 += y0[r] * tk[r]
+                s1 += y1[r] * tk[r]
+            acc[i, k] += s0
+            acc[i + 1, k] += s1
+            k += 1
+        i += 2
+    while i < rows:
+        yi = Ys[i]
+        for k in range(cols):
+            tk = T[k]
+            s = 0.0
+            for r in range(L):
+                s += yi[r] * tk[r]
+            acc[i, k] += s
+        i += 1
+
+
+@njit(cache=True, nogil=True, fastmath=_FASTMATH, boundscheck=False)
+def _fused_kernel(Y, source, center, out, out_offset, store, has_prev, e_prev, U_prev, off_p,
+                  sc_p, lo_p, hi_p, has_rotation, Q, e, off, sc, degree, start, seed, n_folds):
+    if source:  # a block of samples (n, d), centred and transposed here
+        n, f = Y.shape
+    else:
+        f, n = Y.shape
     fz = Q.shape[1] if has_rotation else f  # rows of the residual the moments are taken on
     gp = U_prev.shape[1]  # previous basis size (its degree + 1)
     m = 2 * degree + 1  # T_0 .. T_2g: the Gram matrix comes from their sums
@@ -91,7 +143,6 @@ def _fused_kernel(Y, out, out_offset, store, has_prev, e_prev, U_prev, off_p, sc
     tcp = np.empty(CHUNK)
     Tp = np.empty((gp, CHUNK))
     dtmp = np.empty(gp)
-    shift = np.empty(CHUNK)
     al = np.empty(CHUNK)
     T = np.empty((m, CHUNK))
     yy = np.empty(CHUNK)
@@ -107,7 +158,12 @@ def _fused_kernel(Y, out, out_offset, store, has_prev, e_prev, U_prev, off_p, sc
     for a in range(0, n, CHUNK):
         b = min(n, a + CHUNK)
         L = b - a
-        if has_prev:
+        if source:
+            for r in range(L):  # rows read in order, the transpose written into L1
+                row = Y[a + r]
+                for i in range(f):
+                    Yu[i, r] = row[i] - center[i]
+        elif has_prev:
             # ---- the previous step: y <- y - e' alpha' - U' v(t') ----
             for r in range(L):
                 ap[r] = 0.0
@@ -151,18 +207,25 @@ def _fused_kernel(Y, out, out_offset, store, has_prev, e_prev, U_prev, off_p, sc
                         for j in range(gp):
                             Tp[j, r] += dtmp[j] * dist
             for i in range(f):
+                # y - e' alpha' - sum_k U'_k T_k, three terms per sweep (fewer loads and stores)
                 ei = e_prev[i]
-                for r in range(L):
-                    shift[r] = ei * ap[r]
-                for k in range(gp):
-                    u = U_prev[i, k]
-                    Tk = Tp[k]
-                    for r in range(L):
-                        shift[r] += u * Tk[r]
                 yi = Y[i, a:b]
                 yu = Yu[i]
                 for r in range(L):
-                    yu[r] = yi[r] - shift[r]
+                    yu[r] = yi[r] - ei * ap[r]
+                k = 0
+                while k + 3 <= gp:
+                    u0, u1, u2 = U_prev[i, k], U_prev[i, k + 1], U_prev[i, k + 2]
+                    T0, T1, T2 = Tp[k], Tp[k + 1], Tp[k + 2]
+                    for r in range(L):
+                        yu[r] -= u0 * T0[r] + u1 * T1[r] + u2 * T2[r]
+                    k += 3
+                while k < gp:
+                    u0 = U_prev[i, k]
+                    T0 = Tp[k]
+                    for r in range(L):
+                        yu[r] -= u0 * T0[r]
+                    k += 1
         else:
             for i in range(f):
                 yi = Y[i, a:b]
@@ -215,14 +278,7 @@ def _fused_kernel(Y, out, out_offset, store, has_prev, e_prev, U_prev, off_p, sc
             for r in range(L):
                 s += Tk[r]
             sums[last, k] += s
-        for i in range(fz):
-            ys = Ys[i]
-            for k in range(g1):
-                Tk = T[k]
-                s = 0.0
-                for r in range(L):
-                    s += ys[r] * Tk[r]
-                yv[last, i, k] += s
+        _cross_moments(Ys, T, fz, g1, L, yv[last])
         counts[last] += L
         if nw > 0:
             for r in range(L):
@@ -256,14 +312,7 @@ def _fused_kernel(Y, out, out_offset, store, has_prev, e_prev, U_prev, off_p, sc
                     Twk = Tw[k]
                     for r in range(L):
                         Twk[r] = Tk[r] * w[r]
-                for i in range(fz):
-                    ys = Ys[i]
-                    for k in range(g1):
-                        Twk = Tw[k]
-                        s = 0.0
-                        for r in range(L):
-                            s += ys[r] * Twk[r]
-                        yv[fo, i, k] += s
+                _cross_moments(Ys, Tw, fz, g1, L, yv[fo])
                 s = 0.0
                 for r in range(L):
                     s += yy[r] * w[r]
@@ -276,17 +325,54 @@ def _fused_kernel(Y, out, out_offset, store, has_prev, e_prev, U_prev, off_p, sc
     return sums, yv, zz, counts, tmin, tmax
 
 
+@njit(cache=True, nogil=True, fastmath=_FASTMATH, boundscheck=False)
+def _centred_moments_kernel(X):
+    n, d = X.shape
+    flat = X.ravel()
+    width = CHUNK * d
+    lane = np.zeros(width)  # sweep 1, the mean: contiguous sums, lane j holds column j % d
+    for a in range(0, n * d, width):
+        L = min(n * d, a + width) - a
+        part = flat[a:a + L]
+        for j in range(L):
+            lane[j] += part[j]
+    mean = np.zeros(d)
+    for j in range(width):
+        mean[j % d] += lane[j]
+    for i in range(d):
+        mean[i] /= max(n, 1)
+    Yc = np.empty((d, CHUNK))
+    scatter = np.zeros((d, d))
+    for a in range(0, n, CHUNK):  # sweep 2: the scatter about the mean (two-pass, no cancellation)
+        L = min(n, a + CHUNK) - a
+        for r in range(L):
+            row = X[a + r]
+            for i in range(d):
+                Yc[i, r] = row[i] - mean[i]
+        _cross_moments(Yc, Yc, d, d, L, scatter)
+    return mean, scatter
+
+
+def centred_moments(X):
+    """Mean and scatter about the mean, ``sum (x - m)(x - m)^T``, of a block of samples ``(n, d)``
+    (float64, C-contiguous), in two compiled sweeps."""
+    return _centred_moments_kernel(X)
+
+
 _NO_OUTPUT = np.zeros((1, 1))
+_NO_CENTER = np.zeros(1)
 
 
 def fused_step_pass(Y, start, step, direction, offset, scale, degree, seed, n_folds,
-                    out=None, out_offset=0, rotation=None):
+                    out=None, out_offset=0, rotation=None, center=None):
     """Apply ``step`` (or nothing) to a residual block and take the next step's raw moments.
 
     Parameters
     ----------
-    Y : ndarray of shape (f, n)
+    Y : ndarray of shape (f, n), or (n, f) with ``center``
         Feature-major residual block (float64, C-contiguous); read only, unless it is ``out``.
+        With ``center`` (the mean, shape (f,)), a block of samples as rows instead: the
+        residual is ``(Y - center)^T`` (then ``step`` must be None).
     start : int
         Global index of the block's first row (for the fold hash).
     step : kernels.StepParams or None
@@ -309,9 +395,12 @@ def fused_step_pass(Y, start, step, direction, offset, scale, degree, seed, n_fo
         Per fold ``f``: ``sum T_k(t)``, ``sum y T_k(t)``, ``sum ||y||^2 - alpha^2`` (0 unless
         ``n_folds > 1``) and the row count, all rows (not the complement) of each fold.
     """
+    source = center is not None
+    f = Y.shape[1] if source else Y.shape[0]
+    if source and step is not None:
+        raise ValueError("a step can only be applied to a residual block, not to samples")
     if step is None:
-        prev = (False, np.zeros(Y.shape[0]), np.zeros((Y.shape[0], 1)), 0.0, 1.0, -np.inf,
-                np.inf)
+        prev = (False, np.zeros(f), np.zeros((f, 1)), 0.0, 1.0, -np.inf, np.inf)
     else:
         prev = (True, np.ascontiguousarray(step.direction, dtype=np.float64),
                 np.ascontiguousarray(step.coef, dtype=np.float64), float(step.offset),
@@ -319,8 +408,9 @@ def fused_step_pass(Y, start, step, direction, offset, scale, degree, seed, n_fo
     store = out is not None
     has_rotation = rotation is not None
     Q = np.ascontiguousarray(rotation, dtype=np.float64) if has_rotation else _NO_OUTPUT
+    center = np.ascontiguousarray(center, dtype=np.float64) if source else _NO_CENTER
     sums, yv, zz, counts, tmin, tmax = _fused_kernel(
-        Y, out if store else _NO_OUTPUT, int(out_offset), store, *prev, has_rotation, Q,
+        Y, source, center, out if store else _NO_OUTPUT, int(out_offset), store, *prev, has_rotation, Q,
         np.ascontiguousarray(direction, dtype=np.float64), float(offset), float(scale),
         int(degree), np.int64(start), np.uint64(int(seed) & _MASK64), int(n_folds),
     )

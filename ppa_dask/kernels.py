@@ -211,9 +211,7 @@ def first_moments(X, sample_rows=None):
     if n == 0:
         return dict(out, mean=np.zeros(d), scatter=np.zeros((d, d)))
     with np.errstate(over="ignore", invalid="ignore"):
-        mean = (X.T @ np.ones(n)) / n  # a matrix-vector product: faster than a strided reduction
-        Xc = X - mean
-        scatter = Xc.T @ Xc
+        mean, scatter = _fused.centred_moments(np.ascontiguousarray(X))
     if not (np.isfinite(mean).all() and np.isfinite(scatter).all()):
         # rare path: count what is wrong; the fit refuses these data
         out["n_nan"] = np.isnan(X).sum(axis=0)
@@ -365,14 +363,15 @@ def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed,
     yet applied to it) bring it to the residual of the step being fitted, and the moments of
     :func:`step_moments` are taken on that.
 
-    The usual case, a kept residual with one step to apply, is one compiled sweep
-    (:func:`ppa_dask._fused.fused_step_pass`: the update, the change of frame and the moments
-    together). Otherwise (a source block to centre, or several steps to re-apply) numpy prepares
-    ``sub_block`` rows at a time and the compiled sweep does the rest for each slice.
+    The usual cases, a residual with one step to apply or a source block with none, are one
+    compiled sweep (:func:`ppa_dask._fused.fused_step_pass`: centring, the update, the change of
+    frame and the moments together). Otherwise (several steps to re-apply, or float32 or
+    non-contiguous input) numpy prepares ``sub_block`` rows at a time and the compiled sweep does
+    the rest for each slice.
 
     Returns ``(residual, moments)``; ``residual`` is None unless ``keep``. ``in_place`` lets a
     residual input be overwritten (the in-memory driver owns its residual; Dask blocks are never
-    modified). ``rotation`` (f, m), when given, re-expresses the updated residual in a smaller
+    modified); with a ``rotation`` the new residual is then the leading rows of ``X``. ``rotation`` (f, m), when given, re-expresses the updated residual in a smaller
     orthonormal frame (``z = Q^T y``) before the moments are taken; ``direction`` is then given
     in that frame, and so are the cross moments returned.
     """
@@ -382,14 +381,19 @@ def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed,
         d, n = X.shape
     rows_out = d if rotation is None else rotation.shape[1]
     target = (degree, seed, n_folds)
-    if center is None and len(steps) <= 1 and X.dtype == np.float64 and X.flags.c_contiguous:
-        if keep:
-            reuse = in_place and rotation is None
-            residual = X if reuse else np.empty((rows_out, n))
+    one_sweep = not steps if center is not None else len(steps) <= 1
+    if one_sweep and X.dtype == np.float64 and X.flags.c_contiguous:
+        if keep and in_place and center is None:
+            # the sweep reads a chunk's columns before it writes them, so a smaller frame can
+            # reuse the leading rows of the same array (no new memory to fault in)
+            residual = X[:rows_out]
+        elif keep:
+            residual = np.empty((rows_out, n))
         else:
             residual = None
         parts = _fused.fused_step_pass(X, start, steps[0] if steps else None, direction, offset,
-                                       scale, *target, out=residual, rotation=rotation)
+                                       scale, *target, out=residual, rotation=rotation,
+                                       center=center)
         return residual, _moments_dict(*parts, degree)
     residual = np.empty((rows_out, n)) if keep else None
     sums = yv = zz = counts = None

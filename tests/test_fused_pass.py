@@ -70,10 +70,32 @@ def test_in_place_update_and_gram_from_the_product_identity():
     e = np.eye(f)[0]
     residual, moments = kernels.pass_kernel(Y, 0, None, (step,), e, 0.0, 1.0, degree, 0, 1,
                                             keep=True, in_place=True)
-    assert residual is Y
+    assert np.shares_memory(residual, Y) and residual.shape == Y.shape
     np.testing.assert_allclose(Y, expected, atol=1e-13)
     V = chebyshev.chebvander(expected[0], degree)
     np.testing.assert_allclose(moments["vv"][0], V.T @ V, rtol=1e-12, atol=1e-9)
+
+
+def test_samples_are_centred_in_the_same_sweep():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(1500, 4)) + 7.0
+    mean = X.mean(axis=0)
+    e = np.array([0.0, 1.0, 0.0, 0.0])
+    residual, moments = kernels.pass_kernel(X, 0, mean, (), e, 0.0, 3.0, 2, 1, 2, keep=True)
+    np.testing.assert_allclose(residual, (X - mean).T, atol=1e-13)
+    plain, _, _ = _plain_moments((X - mean).T, 0, e, 0.0, 3.0, 2, 1, 2)
+    for fold, (_, pyv, pzz, pcount) in enumerate(plain):
+        assert moments["n"][fold] == pcount
+        np.testing.assert_allclose(moments["yv"][fold], pyv, rtol=1e-12, atol=1e-9)
+
+
+def test_centred_moments_equal_numpy():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(3001, 7)) * 0.01 + 1e4  # a large offset: the two-pass scatter is exact
+    mean, scatter = _fused.centred_moments(X)
+    Xc = X - X.mean(axis=0)
+    np.testing.assert_allclose(mean, X.mean(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(scatter, Xc.T @ Xc, rtol=1e-10)
 
 
 def test_empty_block_gives_empty_moments():
@@ -104,10 +126,16 @@ def test_change_of_frame_is_exact():
     step = _step(rng, f, 2)
     Q = np.linalg.qr(rng.normal(size=(f, 3)))[0]
     e = np.array([0.6, 0.8, 0.0])
-    residual, moments = kernels.pass_kernel(Y, 50, None, (step,), e, 0.0, 2.0, degree, 3, 2,
-                                            keep=True, rotation=Q)
     Z = Q.T @ kernels.step_forward(Y, step)[1]
+    residual, moments = kernels.pass_kernel(Y.copy(), 50, None, (step,), e, 0.0, 2.0, degree, 3,
+                                            2, keep=True, rotation=Q)
     np.testing.assert_allclose(residual, Z, atol=1e-13)
+    # in place: the smaller frame's residual is written over the leading rows of the input
+    inplace, moments_inplace = kernels.pass_kernel(Y, 50, None, (step,), e, 0.0, 2.0, degree, 3,
+                                                   2, keep=True, in_place=True, rotation=Q)
+    assert np.shares_memory(inplace, Y)
+    np.testing.assert_allclose(inplace, Z, atol=1e-13)
+    np.testing.assert_allclose(moments_inplace["yv"], moments["yv"], rtol=1e-13)
     plain, _, _ = _plain_moments(Z, 50, e, 0.0, 2.0, degree, 3, 2)
     for fold, (_, pyv, pzz, pcount) in enumerate(plain):
         assert moments["n"][fold] == pcount
