@@ -1,8 +1,9 @@
-"""Per-block numpy kernels of Principal Polynomial Analysis.
+"""Per-block kernels of Principal Polynomial Analysis.
 
-Every function here is pure: it takes a block of rows (samples) and small parameter arrays and
-returns new arrays. The in-memory driver loops them over slices of a numpy array, the Dask driver
-maps them over chunks; no mathematics is written anywhere else.
+Every function here takes a block of rows (samples) and small parameter arrays and returns new
+arrays (a pass may update a residual it is told it owns). The in-memory driver loops them over
+slices of a numpy array, the Dask driver maps them over chunks. The hot loop of a fit, a step
+pass's per-row work, is the compiled sweep of :mod:`ppa_dask._fused`; the rest is numpy.
 
 Notation (DESIGN.md section 2, kept in the ambient ``d``-dimensional frame):
 
