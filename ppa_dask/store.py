@@ -669,7 +669,12 @@ def model_info(path):
         if isinstance(node, dict) and "__estimator__" in node:
             return {"estimator": node["__estimator__"]}
         value = decoder.value(node)
-        return value if isinstance(value, (int, float, str, bool, type(None))) else repr(value)
+        scalar = (int, float, str, bool, type(None))
+        if isinstance(value, scalar):
+            return value
+        if isinstance(value, (list, tuple)) and all(isinstance(v, scalar) for v in value):
+            return list(value)  # JSON as it is, e.g. candidate degrees
+        return repr(value)
 
     return {
         "path": path,

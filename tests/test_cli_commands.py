@@ -93,8 +93,10 @@ def test_fit_transform_inverse_info_on_a_zarr_table(table, capsys):
     text = _ok(capsys, "info", model_path)
     assert "estimator:        PPA" in text
     assert " ".join(map(str, saved.degrees_)) in text
+    assert f"degree={list(saved.degree)}" in text  # candidate degrees shown as a list
     info = json.loads(_ok(capsys, "info", model_path, "--json"))
     assert info["estimator"] == "PPA" and info["fitted"]["n_features_in_"] == 5
+    assert info["params"]["degree"] == list(saved.degree)
 
 
 def test_existing_outputs_are_not_replaced_without_overwrite(table, capsys):
