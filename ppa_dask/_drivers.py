@@ -287,14 +287,15 @@ class DaskDriver:
     X : dask.array.Array
         Chunked along rows; feature chunks are merged here.
     residual_cache : {"auto", "persist", "checkpoint", "recompute"}
-        Where the residual lives between passes. ``"persist"``: in worker memory (one read of
-        the source in all, then one read and write of the residual in memory per step).
-        ``"checkpoint"``: on disk, one ``.npy`` file per chunk under ``checkpoint_dir`` (each step reads the previous checkpoint and writes the next; at most
-        two are on disk, removed when the fit ends). ``"recompute"``: the source is read every
-        pass and every fitted step re-applied per block (no storage, but step ``p`` does ``p``
-        steps' work). ``"auto"``: persist when the float64 residual takes at most half of the
-        cluster's memory (the machine's available memory without a Client), else checkpoint
-        when ``checkpoint_dir`` is given or every worker runs on this machine, else recompute.
+        Where the residual lives between passes. ``"persist"``: in worker memory (one read of the
+        source in all, then one read and write of the residual in memory per step).
+        ``"checkpoint"``: on disk, one ``.npy`` file per chunk under ``checkpoint_dir`` (each step
+        reads the previous checkpoint and writes the next; at most two are on disk, removed when
+        the fit ends). ``"recompute"``: the source is read every pass and every fitted step
+        re-applied per block (no storage, but step ``p`` does ``p`` steps' work). ``"auto"``:
+        persist when the float64 residual takes at most half of the cluster's memory (the
+        machine's available memory without a Client), else checkpoint when ``checkpoint_dir`` is
+        given or every worker runs on this machine, else recompute.
     split_every : int
         Fan-in of the moment tree reduction.
     block_rows : int
@@ -402,8 +403,8 @@ class DaskDriver:
             moments = _tree_reduce([o[1] for o in outs], kernels.combine_step_moments,
                                    self.split_every)
             if keep:
-                guard = single_blas_thread() if _uses_local_scheduler() else contextlib.nullcontext()
-                with guard:
+                local = _uses_local_scheduler()
+                with single_blas_thread() if local else contextlib.nullcontext():
                     residual, moments = dask.persist([o[0] for o in outs], moments)
                 self._residual = residual
             else:

@@ -6,8 +6,9 @@ One sweep over a feature-major residual block ``Y`` (``(f, n)``; or a block of s
 (``y <- y - e' alpha' - U' v(t')``, with the basis continued linearly outside ``[lo', hi']``),
 optionally re-express the result in a smaller orthonormal frame, then accumulate the moments of
 the step being fitted: the sums of the Chebyshev polynomials ``T_0 .. T_2g`` of its coordinate
-``t`` (the Gram matrix follows from the product identity), the cross moments ``sum y T_k(t)``, the squared norms orthogonal to the leading vector (for
-cross-validation) and the range of ``t``, per cross-validation fold.
+``t`` (the Gram matrix follows from the product identity), the cross moments ``sum y T_k(t)``,
+the squared norms orthogonal to the leading vector (for cross-validation) and the range of ``t``,
+per cross-validation fold.
 
 Why compiled: in numpy each of these is a separate sweep over memory with a temporary array
 (about 48 element-wise operations per row besides the products), which made a pass take 4-5x
@@ -33,25 +34,39 @@ CHUNK = 256
 
 _FASTMATH = {"reassoc", "contract"}
 
+
+def _compiled(**options):
+    """``numba.njit(cache=True, nogil=True, **options)``, or without the on-disk cache when there
+    is nowhere to write it (a read-only installation and no usable home or ``NUMBA_CACHE_DIR``:
+    numba then refuses ``cache=True`` at import); the kernels are then compiled once per process
+    instead of once per installation."""
+    def decorate(func):
+        try:
+            return njit(cache=True, nogil=True, **options)(func)
+        except RuntimeError:
+            return njit(cache=False, nogil=True, **options)(func)
+
+    return decorate
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 
 
-@njit(cache=True, nogil=True)
+@_compiled()
 def _splitmix64(z):
     z = (z ^ (z >> np.uint64(30))) * _MIX1
     z = (z ^ (z >> np.uint64(27))) * _MIX2
     return z ^ (z >> np.uint64(31))
 
 
-@njit(cache=True, nogil=True)
+@_compiled()
 def _hash_key(seed):
     return _splitmix64(np.uint64(seed))
 
 
-@njit(cache=True, nogil=True)
+@_compiled()
 def _row_hash_range(start, stop, seed):
     key = _hash_key(seed)
     out = np.empty(stop - start, dtype=np.uint64)
@@ -74,7 +89,7 @@ def row_hash(start, stop, seed):
                            np.uint64(int(seed) & _MASK64))
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH, boundscheck=False)
+@_compiled(fastmath=_FASTMATH, boundscheck=False)
 def _cross_moments(Ys, T, rows, cols, L, acc):
     """``acc[i, k] += sum_r Ys[i, r] T[k, r]`` in 2 x 3 blocks: six sums per sweep over five
     rows, instead of two loads per multiply-add (the loads, not the arithmetic, set the pace)."""
@@ -122,7 +137,7 @@ def _cross_moments(Ys, T, rows, cols, L, acc):
         i += 1
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH, boundscheck=False)
+@_compiled(fastmath=_FASTMATH, boundscheck=False)
 def _fused_kernel(Y, source, center, out, out_offset, store, has_prev, e_prev, U_prev, off_p,
                   sc_p, lo_p, hi_p, has_rotation, Q, e, off, sc, degree, start, seed, n_folds):
     if source:  # a block of samples (n, d), centred and transposed here
@@ -325,7 +340,7 @@ def _fused_kernel(Y, source, center, out, out_offset, store, has_prev, e_prev, U
     return sums, yv, zz, counts, tmin, tmax
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH, boundscheck=False)
+@_compiled(fastmath=_FASTMATH, boundscheck=False)
 def _centred_moments_kernel(X):
     n, d = X.shape
     flat = X.ravel()
@@ -410,7 +425,8 @@ def fused_step_pass(Y, start, step, direction, offset, scale, degree, seed, n_fo
     Q = np.ascontiguousarray(rotation, dtype=np.float64) if has_rotation else _NO_OUTPUT
     center = np.ascontiguousarray(center, dtype=np.float64) if source else _NO_CENTER
     sums, yv, zz, counts, tmin, tmax = _fused_kernel(
-        Y, source, center, out if store else _NO_OUTPUT, int(out_offset), store, *prev, has_rotation, Q,
+        Y, source, center, out if store else _NO_OUTPUT, int(out_offset), store, *prev,
+        has_rotation, Q,
         np.ascontiguousarray(direction, dtype=np.float64), float(offset), float(scale),
         int(degree), np.int64(start), np.uint64(int(seed) & _MASK64), int(n_folds),
     )

@@ -372,9 +372,10 @@ def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed,
 
     Returns ``(residual, moments)``; ``residual`` is None unless ``keep``. ``in_place`` lets a
     residual input be overwritten (the in-memory driver owns its residual; Dask blocks are never
-    modified); with a ``rotation`` the new residual is then the leading rows of ``X``. ``rotation`` (f, m), when given, re-expresses the updated residual in a smaller
-    orthonormal frame (``z = Q^T y``) before the moments are taken; ``direction`` is then given
-    in that frame, and so are the cross moments returned.
+    modified); with a ``rotation`` the new residual is then the leading rows of ``X``.
+    ``rotation`` (f, m), when given, re-expresses the updated residual in a smaller orthonormal
+    frame (``z = Q^T y``) before the moments are taken; ``direction`` is then given in that frame,
+    and so are the cross moments returned.
     """
     if center is not None:
         n, d = X.shape

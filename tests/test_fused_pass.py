@@ -141,3 +141,31 @@ def test_change_of_frame_is_exact():
         assert moments["n"][fold] == pcount
         np.testing.assert_allclose(moments["yv"][fold], pyv, rtol=1e-12, atol=1e-9)
         np.testing.assert_allclose(moments["zz"][fold], pzz, rtol=1e-12, atol=1e-9)
+
+
+def test_import_and_fit_without_a_writable_numba_cache():
+    """Where numba finds nowhere to write its cache (read-only install, no usable home), it
+    refuses ``cache=True`` at import; the kernels then compile per process and give the same fit."""
+    import subprocess
+    import sys
+
+    script = (
+        "import numba.core.caching as caching\n"
+        "caching.CacheImpl._locator_classes = []  # no cache location anywhere\n"
+        "import json\n"
+        "import numpy as np\n"
+        "from ppa_dask import PPA\n"
+        "X = np.random.default_rng(0).normal(size=(400, 4)) * [3, 2, 1, 0.5]\n"
+        "model = PPA(degree=(1, 2, 3), random_state=0).fit(X)\n"
+        "print(json.dumps(model.transform(X[:3]).tolist()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    from ppa_dask import PPA
+
+    X = np.random.default_rng(0).normal(size=(400, 4)) * [3, 2, 1, 0.5]
+    expected = PPA(degree=(1, 2, 3), random_state=0).fit(X).transform(X[:3])
+    np.testing.assert_allclose(json.loads(done.stdout), expected, rtol=0, atol=1e-12)
