@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["CHUNK", "centred_moments", "fused_step_pass", "row_hash"]
+__all__ = ["CHUNK", "apply_step", "centred_moments", "chebyshev_rows", "fused_step_pass", "row_hash"]
 
 #: rows per inner chunk: the chunk's residual, basis and scratch rows stay in L1 cache
 CHUNK = 256
@@ -87,6 +87,166 @@ def row_hash(start, stop, seed):
     start, stop = int(start), int(stop)
     return _row_hash_range(np.int64(start), np.int64(max(stop, start)),
                            np.uint64(int(seed) & _MASK64))
+
+
+# --------------------------------------------------------------------------------------------
+# the basis and the step update, per chunk: the one implementation, used by the fused pass below
+# and (through kernels.py) by transform, inverse, Jacobian and the geometry
+# --------------------------------------------------------------------------------------------
+
+
+@_compiled(fastmath=_FASTMATH, boundscheck=False)
+def _chebyshev_fill(t, L, degree, derivatives, out):
+    """``out[k, j, :L]`` = the k-th derivative of ``T_j`` at ``t[:L]`` (k <= derivatives).
+
+    Recurrences: ``T_{j+1} = 2 t T_j - T_{j-1}``, and for the k-th derivative
+    ``D^k T_{j+1} = 2 t D^k T_j - D^k T_{j-1} + 2k D^{k-1} T_j``.
+    """
+    for k in range(derivatives + 1):
+        D = out[k]
+        first = D[0]
+        value = 1.0 if k == 0 else 0.0
+        for r in range(L):
+            first[r] = value
+        if degree >= 1:
+            second = D[1]
+            if k == 0:
+                for r in range(L):
+                    second[r] = t[r]
+            else:
+                value = 1.0 if k == 1 else 0.0
+                for r in range(L):
+                    second[r] = value
+        for j in range(1, degree):
+            Dn, Dj, Dm = D[j + 1], D[j], D[j - 1]
+            if k == 0:
+                for r in range(L):
+                    Dn[r] = 2.0 * t[r] * Dj[r] - Dm[r]
+            else:
+                lower = out[k - 1, j]
+                c = 2.0 * k
+                for r in range(L):
+                    Dn[r] = 2.0 * t[r] * Dj[r] - Dm[r] + c * lower[r]
+
+
+@_compiled(fastmath=_FASTMATH, boundscheck=False)
+def _extended_fill(t, L, degree, lo, hi, derivatives, out, tc, edge):
+    """:func:`_chebyshev_fill` continued along the tangent outside ``[lo, hi]``: values gain the
+    end's slope times the distance, the first derivative freezes at the end, higher ones are 0.
+    ``tc`` (>= L) and ``edge`` (degree + 1) are scratch."""
+    n_out = 0
+    for r in range(L):
+        c = min(max(t[r], lo), hi)
+        tc[r] = c
+        n_out += c != t[r]
+    _chebyshev_fill(tc, L, degree, derivatives, out)
+    if n_out:  # rare: rows beyond the training range
+        for r in range(L):
+            x = tc[r]
+            if x != t[r]:
+                edge[0] = 0.0
+                if degree >= 1:
+                    edge[1] = 1.0
+                for j in range(1, degree):
+                    edge[j + 1] = 2.0 * x * edge[j] - edge[j - 1] + 2.0 * out[0, j, r]
+                dist = t[r] - x
+                for j in range(degree + 1):
+                    out[0, j, r] += edge[j] * dist
+                    if derivatives >= 1:
+                        out[1, j, r] = edge[j]
+                    for k in range(2, derivatives + 1):
+                        out[k, j, r] = 0.0
+
+
+@_compiled(fastmath=_FASTMATH, boundscheck=False)
+def _alpha_chunk(Y, a, L, e, alpha):
+    """``alpha[:L] = e . y`` for the columns ``a .. a+L`` of ``Y``."""
+    for r in range(L):
+        alpha[r] = 0.0
+    for i in range(Y.shape[0]):
+        ei = e[i]
+        yi = Y[i, a:a + L]
+        for r in range(L):
+            alpha[r] += ei * yi[r]
+
+
+@_compiled(fastmath=_FASTMATH, boundscheck=False)
+def _shift_chunk(alpha, L, sign, e, U, V, Yin, a_in, Yout, a_out):
+    """``y_out = y_in + sign (e alpha + U v)`` for ``L`` columns (``sign = -1``: a step forward,
+    ``+1``: undone). Three basis terms per sweep: fewer loads and stores than one at a time."""
+    gp = U.shape[1]
+    for i in range(Yin.shape[0]):
+        ei = sign * e[i]
+        yi = Yin[i, a_in:a_in + L]
+        yo = Yout[i, a_out:a_out + L]
+        for r in range(L):
+            yo[r] = yi[r] + ei * alpha[r]
+        k = 0
+        while k + 3 <= gp:
+            u0, u1, u2 = sign * U[i, k], sign * U[i, k + 1], sign * U[i, k + 2]
+            v0, v1, v2 = V[k], V[k + 1], V[k + 2]
+            for r in range(L):
+                yo[r] += u0 * v0[r] + u1 * v1[r] + u2 * v2[r]
+            k += 3
+        while k < gp:
+            u0 = sign * U[i, k]
+            v0 = V[k]
+            for r in range(L):
+                yo[r] += u0 * v0[r]
+            k += 1
+
+
+@_compiled(fastmath=_FASTMATH, boundscheck=False)
+def _step_kernel(Y, alpha, given, sign, e, U, off, sc, lo, hi, out, alpha_out):
+    f, n = Y.shape
+    gp = U.shape[1]
+    ap = np.empty(CHUNK)
+    tp = np.empty(CHUNK)
+    tc = np.empty(CHUNK)
+    V3 = np.empty((1, gp, CHUNK))
+    edge = np.empty(gp)
+    for a in range(0, n, CHUNK):
+        L = min(n, a + CHUNK) - a
+        if given:
+            for r in range(L):
+                ap[r] = alpha[a + r]
+        else:
+            _alpha_chunk(Y, a, L, e, ap)
+        for r in range(L):
+            tp[r] = (ap[r] - off) / sc
+            alpha_out[a + r] = ap[r]
+        _extended_fill(tp, L, gp - 1, lo, hi, 0, V3, tc, edge)
+        _shift_chunk(ap, L, sign, e, U, V3[0], Y, a, out, a)
+
+
+def apply_step(Y, step, out, alpha=None):
+    """Move a feature-major block ``Y`` (``(f, n)``, float64, C-contiguous) by a fitted step.
+
+    Without ``alpha``: forward, ``out = y - e alpha - U v(t)`` with ``alpha = e . y``. With
+    ``alpha`` (the step's coefficients): undone, ``out = y + e alpha + U v(t)``. ``out`` may be
+    ``Y``. Returns ``alpha``.
+    """
+    n = Y.shape[1]
+    given = alpha is not None
+    alpha_in = np.ascontiguousarray(alpha, dtype=np.float64) if given else _NO_CENTER
+    alpha_out = np.empty(n)
+    _step_kernel(Y, alpha_in, given, 1.0 if given else -1.0,
+                 np.ascontiguousarray(step.direction, dtype=np.float64),
+                 np.ascontiguousarray(step.coef, dtype=np.float64), float(step.offset),
+                 float(step.scale), float(step.lo), float(step.hi), out, alpha_out)
+    return alpha_out
+
+
+def chebyshev_rows(t, degree, derivatives, lo=-np.inf, hi=np.inf, out=None):
+    """Rows ``(derivatives + 1, degree + 1, n)``: the Chebyshev basis of ``t`` and its
+    derivatives, continued along the tangent outside ``[lo, hi]`` (none with the defaults)."""
+    t = np.ascontiguousarray(t, dtype=np.float64)
+    n = t.shape[0]
+    if out is None:
+        out = np.empty((derivatives + 1, degree + 1, n))
+    _extended_fill(t, n, int(degree), float(lo), float(hi), int(derivatives), out,
+                   np.empty(n), np.empty(int(degree) + 1))
+    return out
 
 
 @_compiled(fastmath=_FASTMATH, boundscheck=False)
@@ -156,10 +316,13 @@ def _fused_kernel(Y, source, center, out, out_offset, store, has_prev, e_prev, U
     ap = np.empty(CHUNK)
     tp = np.empty(CHUNK)
     tcp = np.empty(CHUNK)
-    Tp = np.empty((gp, CHUNK))
+    Tp3 = np.empty((1, gp, CHUNK))
+    Tp = Tp3[0]
     dtmp = np.empty(gp)
     al = np.empty(CHUNK)
-    T = np.empty((m, CHUNK))
+    tn = np.empty(CHUNK)
+    T3 = np.empty((1, m, CHUNK))
+    T = T3[0]
     yy = np.empty(CHUNK)
     lab = np.empty(CHUNK, dtype=np.int64)
     w = np.empty(CHUNK)
@@ -180,67 +343,11 @@ def _fused_kernel(Y, source, center, out, out_offset, store, has_prev, e_prev, U
                     Yu[i, r] = row[i] - center[i]
         elif has_prev:
             # ---- the previous step: y <- y - e' alpha' - U' v(t') ----
+            _alpha_chunk(Y, a, L, e_prev, ap)
             for r in range(L):
-                ap[r] = 0.0
-            for i in range(f):
-                ei = e_prev[i]
-                yi = Y[i, a:b]
-                for r in range(L):
-                    ap[r] += ei * yi[r]
-            n_out = 0
-            for r in range(L):
-                t = (ap[r] - off_p) / sc_p
-                tc = min(max(t, lo_p), hi_p)
-                tp[r] = t
-                tcp[r] = tc
-                n_out += tc != t
-            T0 = Tp[0]
-            for r in range(L):
-                T0[r] = 1.0
-            if gp > 1:
-                T1 = Tp[1]
-                for r in range(L):
-                    T1[r] = tcp[r]
-            for j in range(1, gp - 1):
-                Tn = Tp[j + 1]
-                Tj = Tp[j]
-                Tm = Tp[j - 1]
-                for r in range(L):
-                    Tn[r] = 2.0 * tcp[r] * Tj[r] - Tm[r]
-            if n_out:
-                # rare: the tangent (C1) continuation beyond the training range, as
-                # kernels._extended_rows: values gain the end's slope times the distance
-                for r in range(L):
-                    if tcp[r] != tp[r]:
-                        x = tcp[r]
-                        dtmp[0] = 0.0
-                        if gp > 1:
-                            dtmp[1] = 1.0
-                        for j in range(1, gp - 1):
-                            dtmp[j + 1] = 2.0 * x * dtmp[j] - dtmp[j - 1] + 2.0 * Tp[j, r]
-                        dist = tp[r] - x
-                        for j in range(gp):
-                            Tp[j, r] += dtmp[j] * dist
-            for i in range(f):
-                # y - e' alpha' - sum_k U'_k T_k, three terms per sweep (fewer loads and stores)
-                ei = e_prev[i]
-                yi = Y[i, a:b]
-                yu = Yu[i]
-                for r in range(L):
-                    yu[r] = yi[r] - ei * ap[r]
-                k = 0
-                while k + 3 <= gp:
-                    u0, u1, u2 = U_prev[i, k], U_prev[i, k + 1], U_prev[i, k + 2]
-                    T0, T1, T2 = Tp[k], Tp[k + 1], Tp[k + 2]
-                    for r in range(L):
-                        yu[r] -= u0 * T0[r] + u1 * T1[r] + u2 * T2[r]
-                    k += 3
-                while k < gp:
-                    u0 = U_prev[i, k]
-                    T0 = Tp[k]
-                    for r in range(L):
-                        yu[r] -= u0 * T0[r]
-                    k += 1
+                tp[r] = (ap[r] - off_p) / sc_p
+            _extended_fill(tp, L, gp - 1, lo_p, hi_p, 0, Tp3, tcp, dtmp)
+            _shift_chunk(ap, L, -1.0, e_prev, U_prev, Tp, Y, a, Yu, 0)
         else:
             for i in range(f):
                 yi = Y[i, a:b]
@@ -272,20 +379,12 @@ def _fused_kernel(Y, source, center, out, out_offset, store, has_prev, e_prev, U
                 for r in range(L):
                     oi[r] = ys[r]
         # ---- moments of the step being fitted ----
-        T0 = T[0]
-        T1 = T[1]
         for r in range(L):
             t = (al[r] - off) / sc
-            T0[r] = 1.0
-            T1[r] = t
+            tn[r] = t
             tmin_lane[r] = min(tmin_lane[r], t)
             tmax_lane[r] = max(tmax_lane[r], t)
-        for j in range(1, m - 1):
-            Tn = T[j + 1]
-            Tj = T[j]
-            Tm = T[j - 1]
-            for r in range(L):
-                Tn[r] = 2.0 * T1[r] * Tj[r] - Tm[r]
+        _chebyshev_fill(tn, L, m - 1, 0, T3)
         last = n_folds - 1
         for k in range(m):
             Tk = T[k]

@@ -2,8 +2,9 @@
 
 Every function here takes a block of rows (samples) and small parameter arrays and returns new
 arrays (a pass may update a residual it is told it owns). The in-memory driver loops them over
-slices of a numpy array, the Dask driver maps them over chunks. The hot loop of a fit, a step
-pass's per-row work, is the compiled sweep of :mod:`ppa_dask._fused`; the rest is numpy.
+slices of a numpy array, the Dask driver maps them over chunks. The per-row mathematics (the
+Chebyshev basis with its continuation, a step's update and its inverse, a step pass's moments)
+is written once, compiled, in :mod:`ppa_dask._fused`; the functions here arrange it per block.
 
 Notation (DESIGN.md section 2, kept in the ambient ``d``-dimensional frame):
 
@@ -85,27 +86,9 @@ class ModelParams(NamedTuple):
 
 
 def _chebyshev_rows(s, degree, derivatives, out=None):
-    """Chebyshev values and derivatives as contiguous rows: shape (derivatives+1, degree+1, n).
-
-    Rows (not columns) keep every recurrence step a contiguous vector operation.
-    """
-    n = s.shape[0]
-    if out is None:
-        out = np.empty((derivatives + 1, degree + 1, n))
-    two_s = 2.0 * s if degree >= 2 else None
-    for k in range(derivatives + 1):
-        # k-th derivative of T_{j+1} = 2 s T_j - T_{j-1}:
-        #   D^k T_{j+1} = 2 s D^k T_j - D^k T_{j-1} + 2k D^{k-1} T_j
-        D = out[k]
-        D[0] = 1.0 if k == 0 else 0.0
-        if degree >= 1:
-            D[1] = s if k == 0 else (1.0 if k == 1 else 0.0)
-        for j in range(1, degree):
-            np.multiply(two_s, D[j], out=D[j + 1])
-            D[j + 1] -= D[j - 1]
-            if k:
-                D[j + 1] += (2.0 * k) * out[k - 1, j]
-    return out
+    """Chebyshev values and derivatives as contiguous rows: shape (derivatives+1, degree+1, n)
+    (the compiled recurrence of :mod:`ppa_dask._fused`, shared with the fit's passes)."""
+    return _fused.chebyshev_rows(s, degree, derivatives, out=out)
 
 
 def chebyshev_basis(s, degree, derivatives=1):
@@ -136,20 +119,7 @@ def chebyshev_basis(s, degree, derivatives=1):
 
 def _extended_rows(t, degree, lo, hi, derivatives=0, out=None):
     """Rows ``(derivatives+1, degree+1, n)`` of the basis continued linearly outside [lo, hi]."""
-    if not (np.isfinite(lo) or np.isfinite(hi)):
-        return _chebyshev_rows(t, degree, derivatives, out)
-    tc = np.clip(t, lo, hi)
-    rows = _chebyshev_rows(tc, degree, derivatives, out)
-    beyond = np.flatnonzero(tc != t)
-    if beyond.size:
-        # tangent at the nearest end: values gain slope * distance, derivatives freeze there
-        edge = _chebyshev_rows(tc[beyond], degree, 1)
-        rows[0][:, beyond] += edge[1] * (t - tc)[beyond]
-        if derivatives >= 1:
-            rows[1][:, beyond] = edge[1]
-        for k in range(2, derivatives + 1):
-            rows[k][:, beyond] = 0.0
-    return rows
+    return _fused.chebyshev_rows(t, degree, derivatives, lo, hi, out=out)
 
 
 def basis_with_extension(t, degree, lo, hi, derivatives=0):
@@ -321,34 +291,32 @@ def centred_block(X, mean, out=None):
     return np.subtract(X.T, mean[:, None], out=out)
 
 
-def _curve_rows(alpha, step):
-    """``[alpha; v(t)]`` as rows ``(g+2, n)``: what a step subtracts, before mixing."""
-    degree = step.coef.shape[1] - 1
-    A = np.empty((degree + 2, alpha.shape[0]))
-    A[0] = alpha
-    _extended_rows(step.coordinate(alpha), degree, step.lo, step.hi, 0, out=A[None, 1:])
-    return A
-
-
-def _mixing(step):
-    """``[e, U]`` of shape ``(d, g+2)``: the step moves ``y`` by ``-[e, U] [alpha; v]``."""
-    return np.column_stack([step.direction, step.coef])
+def _owned_block(Yt):
+    return np.ascontiguousarray(Yt, dtype=np.float64)
 
 
 def step_forward(Yt, step, out=None):
     """Apply one fitted step to a feature-major residual block: returns ``(alpha, Yt_next)``.
 
-    ``y_next = y - e alpha - U v(t)``, with one matrix product for both terms. ``out`` may be
+    ``y_next = y - e alpha - U v(t)`` (the compiled update the fit's passes use). ``out`` may be
     ``Yt`` itself (an in-place update) or a view into a larger residual array.
     """
-    alpha = step.direction @ Yt
-    shift = _mixing(step) @ _curve_rows(alpha, step)
-    return alpha, np.subtract(Yt, shift, out=out)
+    Y = _owned_block(Yt)
+    direct = out is not None and out.dtype == np.float64 and out.flags.c_contiguous
+    target = out if direct else np.empty_like(Y)
+    alpha = _fused.apply_step(Y, step, target)
+    if out is not None and not direct:
+        out[...] = target
+        target = out
+    return alpha, target
 
 
 def step_inverse(Yt, alpha, step):
     """Undo one step: ``y = y_next + e alpha + U v(t)`` (feature-major, returns a new block)."""
-    return Yt + _mixing(step) @ _curve_rows(alpha, step)
+    Y = _owned_block(Yt)
+    out = np.empty_like(Y)
+    _fused.apply_step(Y, step, out, alpha=alpha)
+    return out
 
 
 # rows per sub-block of a pass: a (d x rows) residual slice and its basis stay in L2 cache

@@ -1,10 +1,11 @@
-"""The compiled step pass equals the same quantities computed plainly with numpy.
+"""The compiled per-row mathematics equals the same quantities computed plainly with numpy.
 
-The fused kernel (``ppa_dask._fused``) does a step's whole per-row work in one sweep: apply the
-previous step (with the linear continuation outside the training range), then accumulate the next
-step's Chebyshev sums, cross moments, orthogonal norms and range per fold. Here every output is
-recomputed independently: ``numpy.polynomial.chebyshev.chebvander`` for the basis, explicit
-boolean fold masks, and :func:`ppa_dask.kernels.step_forward` (numpy) for the update.
+``ppa_dask._fused`` holds the basis (Chebyshev values and derivatives, continued along the tangent
+outside the training range), a step's update and its inverse, and the fused step pass that applies
+the previous step and accumulates the next step's Chebyshev sums, cross moments, orthogonal norms
+and range per fold in one sweep. Here every output is recomputed independently with
+``numpy.polynomial.chebyshev`` (chebvander, chebder, chebval), explicit boolean fold masks and
+plain array arithmetic.
 """
 
 import numpy as np
@@ -18,6 +19,57 @@ def _step(rng, f, degree, lo=-1.0, hi=1.0):
     e = rng.normal(size=f)
     e /= np.linalg.norm(e)
     return kernels.StepParams(e, 0.1 * rng.normal(size=(f, degree + 1)), 0.3, 2.5, lo, hi)
+
+
+def _plain_basis(t, degree, lo=-np.inf, hi=np.inf, derivatives=0):
+    """[V, V', ...] (n, degree+1) continued along the tangent outside [lo, hi], by numpy."""
+    tc = np.clip(t, lo, hi)
+    unit = np.eye(degree + 1)
+
+    def derivative(k, x):
+        return np.column_stack([chebyshev.chebval(x, chebyshev.chebder(unit[j], k))
+                                for j in range(degree + 1)])
+
+    out = [derivative(k, tc) for k in range(derivatives + 1)]
+    beyond = tc != t
+    slope = derivative(1, tc)
+    out[0] = out[0] + slope * (t - tc)[:, None]
+    for k in range(1, derivatives + 1):
+        out[k][beyond] = slope[beyond] if k == 1 else 0.0
+    return out
+
+
+def _plain_step(Y, step):
+    """(alpha, y - e alpha - U v(t)) by numpy."""
+    alpha = step.direction @ Y
+    V = _plain_basis((alpha - step.offset) / step.scale, step.coef.shape[1] - 1, step.lo,
+                     step.hi)[0]
+    return alpha, Y - np.outer(step.direction, alpha) - step.coef @ V.T
+
+
+@pytest.mark.parametrize("lo, hi", [(-np.inf, np.inf), (-0.4, 0.5)])
+def test_basis_and_derivatives_equal_numpy_polynomial(lo, hi):
+    t = np.linspace(-1.6, 1.4, 701)
+    ours = kernels.basis_with_extension(t, 7, lo, hi, derivatives=3)
+    for k, (mine, plain) in enumerate(zip(ours, _plain_basis(t, 7, lo, hi, 3))):
+        np.testing.assert_allclose(mine, plain, rtol=1e-12, atol=1e-9, err_msg=f"derivative {k}")
+    if np.isinf(lo):
+        for mine, plain in zip(kernels.chebyshev_basis(t, 7, 3), ours):
+            np.testing.assert_array_equal(mine, plain)
+
+
+def test_step_update_and_its_inverse_equal_numpy():
+    rng = np.random.default_rng(3)
+    Y = rng.normal(size=(6, 1001))
+    step = _step(rng, 6, 4, lo=-0.3, hi=0.6)  # many rows beyond the training range
+    alpha, moved = kernels.step_forward(Y, step)
+    plain_alpha, plain_moved = _plain_step(Y, step)
+    np.testing.assert_allclose(alpha, plain_alpha, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(moved, plain_moved, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(kernels.step_inverse(moved, alpha, step), Y, rtol=0, atol=1e-12)
+    inplace = Y.copy()
+    kernels.step_forward(inplace, step, out=inplace)
+    np.testing.assert_array_equal(inplace, moved)
 
 
 def _plain_moments(Y, start, e, offset, scale, degree, seed, n_folds):
@@ -49,7 +101,7 @@ def test_fused_pass_equals_plain_numpy(n_folds, with_step):
     sums, yv, zz, counts, tmin, tmax = _fused.fused_step_pass(
         Y, 1234, step, e, 0.1, 3.0, degree, seed=9, n_folds=n_folds, out=out, out_offset=5)
     np.testing.assert_array_equal(Y, original)  # the input is only read
-    expected = original if step is None else kernels.step_forward(original, step)[1]
+    expected = original if step is None else _plain_step(original, step)[1]
     np.testing.assert_allclose(out[:, 5:], expected, rtol=0, atol=1e-13)
     assert np.isnan(out[:, :5]).all()
     plain, pmin, pmax = _plain_moments(expected, 1234, e, 0.1, 3.0, degree, 9, n_folds)
@@ -66,7 +118,7 @@ def test_in_place_update_and_gram_from_the_product_identity():
     f, n, degree = 5, 1000, 3
     Y = rng.normal(size=(f, n))
     step = _step(rng, f, 2, lo=-np.inf, hi=np.inf)
-    expected = kernels.step_forward(Y.copy(), step)[1]
+    expected = _plain_step(Y, step)[1]
     e = np.eye(f)[0]
     residual, moments = kernels.pass_kernel(Y, 0, None, (step,), e, 0.0, 1.0, degree, 0, 1,
                                             keep=True, in_place=True)
@@ -126,7 +178,7 @@ def test_change_of_frame_is_exact():
     step = _step(rng, f, 2)
     Q = np.linalg.qr(rng.normal(size=(f, 3)))[0]
     e = np.array([0.6, 0.8, 0.0])
-    Z = Q.T @ kernels.step_forward(Y, step)[1]
+    Z = Q.T @ _plain_step(Y, step)[1]
     residual, moments = kernels.pass_kernel(Y.copy(), 50, None, (step,), e, 0.0, 2.0, degree, 3,
                                             2, keep=True, rotation=Q)
     np.testing.assert_allclose(residual, Z, atol=1e-13)
