@@ -170,7 +170,7 @@ def bench_memory(args):
         ('PCA(svd_solver="covariance_eigh").fit', f"{m_pca:.3f} s", f"[{_fmt_times(t_pca)}]"),
         (f"fit_direct(X, {DEGREE}) (direct port)", f"{m_direct:.3f} s",
          f"[{_fmt_times(t_direct)}]"),
-        (f"PPA / ((d-1) * PCA)", f"{ratio_pca:.2f}", f"target <= 1.5: {_verdict(ratio_pca <= 1.5)}"),
+        ("PPA / ((d-1) * PCA)", f"{ratio_pca:.2f}", f"target <= 1.5: {_verdict(ratio_pca <= 1.5)}"),
         ("direct / PPA", f"{ratio_direct:.1f}", f"target >= 10: {_verdict(ratio_direct >= 10)}"),
         ("max |leading vectors PPA - direct|", f"{lead_diff:.1e}", "(sanity check)"),
     ]

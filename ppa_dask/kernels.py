@@ -189,6 +189,7 @@ def first_moments(X, sample_rows=None):
         out["n_inf"] = np.isinf(X).sum(axis=0)
         if not (out["n_nan"].any() or out["n_inf"].any()):
             with np.errstate(over="ignore", invalid="ignore"):
+                Xc = X - mean
                 out["n_inf"] = (~np.isfinite(Xc * Xc)).sum(axis=0)  # finite, squares overflow
         return dict(out, mean=np.zeros(d), scatter=np.zeros((d, d)))
     return dict(out, mean=mean, scatter=scatter)

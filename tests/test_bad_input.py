@@ -150,6 +150,15 @@ def test_fit_nonfinite(fitted, X, kind, case):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_fit_values_whose_squares_overflow(fitted, X, kind):
+    """Finite but huge values (their scatter overflows) are refused, naming their column."""
+    bad = X.copy()
+    bad[:, 2] *= 1e200
+    err = _expect_failure(fitted, "fit", _as(kind, bad), ValueError, r"finite", source=bad)
+    assert "[2]" in str(err), str(err)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_fit_nonfinite_unfitted_stays_unfitted(X, kind):
     bad = _with_nonfinite(X, {(0, 0): np.nan})
     model = PPA(random_state=0)
