@@ -110,7 +110,7 @@ def csv_list(kind):
 
 def run_fanout(func, specs, workers, label="tasks", verbose=True):
     """Run ``func(spec)`` for every spec as Dask tasks (or in process); results in spec order."""
-    from ppa_dask._fanout import run_tasks
+    from ppa_dask.utils.fanout import run_tasks
 
     specs = list(specs)
     results = [None] * len(specs)
@@ -119,7 +119,7 @@ def run_fanout(func, specs, workers, label="tasks", verbose=True):
                                           verbose=int(verbose)):
             results[position] = result
         return results
-    from ppa_dask.cluster import dashboard_link, local_client
+    from ppa_dask.app.cluster import dashboard_link, local_client
 
     with local_client(n_workers=workers) as client:
         if verbose:

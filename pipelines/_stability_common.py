@@ -26,7 +26,7 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, ROOT)
 
-from ppa_dask._fanout import run_tasks  # noqa: E402
+from ppa_dask.utils.fanout import run_tasks  # noqa: E402
 
 DATASETS = ("diabetes", "abalone", "cpu_act", "house_8l")
 
@@ -55,7 +55,7 @@ def cluster(args):
         with Client(args.scheduler) as client:
             yield client
     elif args.workers > 0:
-        from ppa_dask.cluster import local_client
+        from ppa_dask.app.cluster import local_client
 
         with local_client(n_workers=args.workers) as client:
             yield client

@@ -68,7 +68,7 @@ def cluster(client=None, n_workers=2):
     if client is not None:
         yield client
         return
-    from ppa_dask.cluster import local_client
+    from ppa_dask.app.cluster import local_client
 
     with local_client(n_workers=n_workers, dashboard_address="127.0.0.1:0") as started:
         yield started

@@ -50,7 +50,7 @@ def parse_args(argv=None):
 def fanout(args, client):
     from sklearn.tree import DecisionTreeRegressor
 
-    from ppa_dask._fanout import one_blas_thread
+    from ppa_dask.utils.blas import one_blas_thread
     from ppa_dask.ensemble import FeatureBaggingRegressor, fit_member
 
     rng = np.random.default_rng(0)
@@ -59,7 +59,7 @@ def fanout(args, client):
     model = FeatureBaggingRegressor(DecisionTreeRegressor(max_depth=12),
                                     n_estimators=args.members, max_features=0.5, random_state=0)
     specs = model.bag_plan(*X.shape).members()
-    template = model._template()
+    template = model.member_template()
     sequential, parallel = [], []
     for _ in range(args.repeats):
         start = time.perf_counter()
@@ -109,7 +109,7 @@ def shared_scans(args, client, folder):
 
 def main(argv=None):
     args = parse_args(argv)
-    from ppa_dask.cluster import local_client
+    from ppa_dask.app.cluster import local_client
 
     folder = tempfile.mkdtemp(prefix="ppa-bench-ensemble-")
     try:

@@ -182,7 +182,7 @@ def bench_cluster(args, tmp):
     import dask.array as da
 
     from ppa_dask import PPA
-    from ppa_dask.cluster import dashboard_link, local_client
+    from ppa_dask.app.cluster import dashboard_link, local_client
     from ppa_dask.datasets import write_zarr
 
     n, d = args.cluster_samples, N_FEATURES

@@ -129,7 +129,7 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
 
     from ppa_dask import PPA, __version__
-    from ppa_dask.cluster import dashboard_link, local_client
+    from ppa_dask.app.cluster import dashboard_link, local_client
     from ppa_dask.datasets import write_zarr
     from ppa_dask.store import open_input
 

@@ -35,7 +35,7 @@ from _paper_common import (  # noqa: E402
 )
 
 from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES  # noqa: E402
-from ppa_dask.experiments import (  # noqa: E402
+from ppa_dask.app.experiments import (  # noqa: E402
     METHOD_LABELS, METHODS, dimensionality_reduction_task, scaled_paper_dataset, task_seed,
 )
 

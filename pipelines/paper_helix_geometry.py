@@ -38,7 +38,7 @@ from _paper_common import (  # noqa: E402
     save_figure, write_json, write_report, write_table,
 )
 
-from ppa_dask.experiments import helix_curvatures, helix_geometry_task, task_seed  # noqa: E402
+from ppa_dask.app.experiments import helix_curvatures, helix_geometry_task, task_seed  # noqa: E402
 
 A, B = 2.0, 0.8
 NOISE_3D = (0.1, 0.3, 0.6)

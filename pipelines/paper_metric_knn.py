@@ -37,7 +37,7 @@ from _paper_common import (  # noqa: E402
     run_fanout, save_figure, write_json, write_report, write_table,
 )
 
-from ppa_dask.experiments import (  # noqa: E402
+from ppa_dask.app.experiments import (  # noqa: E402
     KNN_LABELS, KNN_METRICS, metric_knn_task, parabola_degree, task_seed,
 )
 
@@ -195,8 +195,8 @@ def _figure3(out, degrees, base_seed):
     from matplotlib.patches import Ellipse
 
     from ppa_dask import PPA
-    from ppa_dask.neighbors import make_parabolas
-    from ppa_dask.plotting import principal_grids
+    from ppa_dask.datasets import make_parabolas
+    from ppa_dask.app.plotting import principal_grids
 
     X, y = make_parabolas(1000, curvature=CURVATURES["high"], gap=GAP, noise=NOISE,
                           random_state=task_seed(base_seed, "fig3"))

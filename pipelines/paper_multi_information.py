@@ -37,7 +37,7 @@ from _paper_common import (  # noqa: E402
 )
 from paper_dimensionality_reduction import NAMES, split_seed  # noqa: E402
 
-from ppa_dask.experiments import METHOD_LABELS, METHODS, multi_information_task  # noqa: E402
+from ppa_dask.app.experiments import METHOD_LABELS, METHODS, multi_information_task  # noqa: E402
 
 #: The paper's Table 3 (bits per dimension): PCA, PPA, PPA-GD.
 PAPER_TABLE3 = {

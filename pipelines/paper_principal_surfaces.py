@@ -33,7 +33,7 @@ from _paper_common import (  # noqa: E402
 )
 
 from ppa_dask.datasets import PAPER_DATASETS  # noqa: E402
-from ppa_dask.experiments import (  # noqa: E402
+from ppa_dask.app.experiments import (  # noqa: E402
     principal_surface_task, scaled_paper_dataset, task_seed,
 )
 
@@ -115,7 +115,7 @@ def main(argv=None):
 
 
 def _figure(out, dataset, model, base_seed):
-    from ppa_dask.plotting import principal_grids
+    from ppa_dask.app.plotting import principal_grids
 
     X = scaled_paper_dataset(dataset)
     pairs, triple = input_views(X.shape[1])

@@ -3,11 +3,12 @@
 >>> from ppa_dask import PPA
 """
 
-from .ppa import PPA
-from .neighbors import make_ppa_knn
-from .ensemble import FeatureBaggingClassifier, FeatureBaggingPPA, FeatureBaggingRegressor
+from ppa_dask.ppa.estimator import PPA
+from ppa_dask.utils.version import VERSION
+from ppa_dask.geometry.neighbors import make_ppa_knn
+from ppa_dask.ensemble.bagging import FeatureBaggingClassifier, FeatureBaggingPPA, FeatureBaggingRegressor
 
-__version__ = "0.1.0"
+__version__ = VERSION
 __all__ = [
     "PPA",
     "make_ppa_knn",

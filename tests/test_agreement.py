@@ -6,7 +6,7 @@ from conftest import noisy_helix, random_nonlinear
 from direct_ppa import fit_direct, fit_direct_cv, transform_direct
 
 from ppa_dask import PPA
-from ppa_dask.kernels import fold_labels
+from ppa_dask.ppa.kernels import fold_labels
 
 DATA = {"helix3d": noisy_helix(), "nonlinear6d": random_nonlinear()}
 

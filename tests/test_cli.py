@@ -10,7 +10,7 @@ import os
 import pytest
 from test_cli_commands import check_cube_demo_outputs
 
-from ppa_dask.cli import main
+from ppa_dask.app.cli import main
 
 N_FEATURES = 10
 #: Size of the cube part in the small demo run.

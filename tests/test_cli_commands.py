@@ -15,7 +15,7 @@ import pytest
 import zarr
 
 from ppa_dask import PPA, store
-from ppa_dask.cli import main
+from ppa_dask.app.cli import main
 from ppa_dask.datasets import make_cube, make_curved_manifold
 
 THREADS = ["--scheduler", "threads"]

@@ -19,8 +19,8 @@ import yaml
 import zarr
 
 from ppa_dask import PPA, store
-from ppa_dask.cli import main
-from ppa_dask.cluster import (
+from ppa_dask.app.cli import main
+from ppa_dask.app.cluster import (
     BLAS_THREAD_VARIABLES,
     ClusterConfigError,
     job_script,
@@ -302,7 +302,7 @@ def _manifest():
 
 
 def _crd_schema():
-    from ppa_dask.cluster import daskcluster_schema
+    from ppa_dask.app.cluster import daskcluster_schema
 
     schema = daskcluster_schema()
     if schema is None:

@@ -119,7 +119,7 @@ def _checkpoint_folders(root):
 
 
 def test_checkpoints_are_on_disk_shrink_and_are_removed(reference, tmp_path, monkeypatch):
-    from ppa_dask import _drivers
+    from ppa_dask.ppa import drivers as _drivers
 
     recorder = RecordingCheckpoints(str(tmp_path), _drivers._write_checkpoint)
     monkeypatch.setattr(_drivers, "_write_checkpoint", recorder)
@@ -141,7 +141,7 @@ def test_checkpoints_are_on_disk_shrink_and_are_removed(reference, tmp_path, mon
 
 
 def test_checkpoints_are_removed_when_the_fit_fails(tmp_path, monkeypatch):
-    from ppa_dask import _algebra
+    from ppa_dask.ppa import algebra as _algebra
 
     calls = {"n": 0}
     fit_step = _algebra.fit_step
@@ -161,7 +161,7 @@ def test_checkpoints_are_removed_when_the_fit_fails(tmp_path, monkeypatch):
 
 
 def test_auto_checkpoints_when_the_residual_does_not_fit_in_memory(reference, monkeypatch):
-    from ppa_dask import _drivers
+    from ppa_dask.ppa import drivers as _drivers
 
     monkeypatch.setattr(_drivers, "_cluster_memory_bytes", lambda: 1.0 * X.nbytes)
     with dask.config.set(scheduler="threads"):

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from ppa_dask import datasets as ds
+from ppa_dask.datasets import synthetic as ds
 from ppa_dask.datasets import (
     curved_manifold_eigenvalues,
     generate_rows,

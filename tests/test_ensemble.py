@@ -11,7 +11,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.tree import DecisionTreeRegressor
 
 from ppa_dask import PPA
-from ppa_dask import ensemble as ens_module
+from ppa_dask.ensemble import bagging as ens_module
 from ppa_dask.ensemble import (
     FeatureBaggingClassifier,
     FeatureBaggingPPA,
@@ -327,7 +327,7 @@ class TestStore:
         for name in files[1:]:
             with np.load(store / name, allow_pickle=False) as data:  # refuses object arrays
                 header = json.loads(str(data["__header__"]))
-                assert header["cls"] == "ppa_dask.ppa.PPA"
+                assert header["cls"] == "ppa_dask.ppa.estimator.PPA"
                 assert data["leading_vectors_"].dtype == np.float64
         again = FeatureBaggingPPA(n_components=1, n_estimators=3, random_state=0,
                                   store=store).fit(X)

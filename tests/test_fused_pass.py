@@ -1,6 +1,6 @@
 """The compiled per-row mathematics equals the same quantities computed plainly with numpy.
 
-``ppa_dask._fused`` holds the basis (Chebyshev values and derivatives, continued along the tangent
+``ppa_dask.ppa.fused`` holds the basis (Chebyshev values and derivatives, continued along the tangent
 outside the training range), a step's update and its inverse, and the fused step pass that applies
 the previous step and accumulates the next step's Chebyshev sums, cross moments, orthogonal norms
 and range per fold in one sweep. Here every output is recomputed independently with
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from numpy.polynomial import chebyshev
 
-from ppa_dask import _fused, kernels
+from ppa_dask.ppa import fused as _fused
+from ppa_dask.ppa import kernels
 
 
 def _step(rng, f, degree, lo=-1.0, hi=1.0):

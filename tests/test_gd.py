@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from conftest import noisy_helix, random_nonlinear
 
-from ppa_dask import PPA, _algebra, kernels
+from ppa_dask import PPA
+from ppa_dask.ppa import algebra as _algebra
+from ppa_dask.ppa import kernels
 from ppa_dask.datasets import make_curved_manifold
 
 

@@ -1,6 +1,6 @@
 """The bundled real data sets: integrity, the paper's shapes, and agreement with the raw files.
 
-The loaders read only package data (ppa_dask/data/).  Where the raw copies in the shared
+The loaders read only package data (ppa_dask/datasets/data/).  Where the raw copies in the shared
 folder are present, each loaded array is compared with an independent reading of the raw
 file (numpy.loadtxt / csv, not the loaders' parsers); those comparisons are skipped on a
 fresh machine, while the literal spot values (copied from the raw files) still run.
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppa_dask import _loaders
+from ppa_dask.datasets import loaders as _loaders
 from ppa_dask import datasets as ds
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -28,7 +28,7 @@ UCI = SHARED / "uci"
 COVID = SHARED / "covid19-italy" / "dpc-covid19-ita-andamento-nazionale-2020-02-24_2020-04-30.csv"
 needs_raw = pytest.mark.skipif(not UCI.is_dir(), reason="raw shared data not available")
 
-DATA = resources.files("ppa_dask") / "data"
+DATA = resources.files("ppa_dask.datasets") / "data"
 
 # The paper's Table 1 (Laparra et al., 2014): n samples x d dimensions.
 TABLE_1 = {

@@ -10,7 +10,8 @@ from sklearn.neighbors import KNeighborsClassifier
 
 from ppa_dask import PPA
 from ppa_dask.geometry import coefficient_variances
-from ppa_dask.neighbors import make_mahalanobis_knn, make_parabolas, make_ppa_knn
+from ppa_dask.datasets import make_parabolas
+from ppa_dask.geometry import make_mahalanobis_knn, make_ppa_knn
 
 
 @pytest.fixture(scope="module")

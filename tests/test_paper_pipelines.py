@@ -34,7 +34,7 @@ import paper_multi_information as mi  # noqa: E402
 import paper_principal_surfaces as surfaces  # noqa: E402
 
 from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES  # noqa: E402
-from ppa_dask.experiments import fit_method, paper_split, task_seed  # noqa: E402
+from ppa_dask.app.experiments import fit_method, paper_split, task_seed  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -27,7 +27,7 @@ import yaml
 import zarr
 
 from ppa_dask import store
-from ppa_dask.pipeline import (
+from ppa_dask.app.pipeline import (
     MARKER,
     STAGE_DIRS,
     PipelineError,
@@ -181,7 +181,7 @@ def test_bundled_pipelines_are_valid():
 
 
 def test_demo_pipeline_is_the_cli_cube_demo():
-    from ppa_dask.cli import cube_demo_config
+    from ppa_dask.app.cli import cube_demo_config
 
     assert load_pipeline(os.path.join(PIPELINES, "demo.yaml")) == cube_demo_config(
         seed=0) | {"output": "runs/demo-cube"}
@@ -368,7 +368,7 @@ def test_killed_run_resumes_with_identical_output(tmp_path):
     clean_file = _pipeline_file(tmp_path, "clean", clean_out)
 
     # a batch job killed without warning (SIGKILL: no clean-up code runs) during the fit
-    command = [sys.executable, "-m", "ppa_dask.cli", "run", str(killed_file),
+    command = [sys.executable, "-m", "ppa_dask", "run", str(killed_file),
                "--scheduler", "threads"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=env, cwd=tmp_path)

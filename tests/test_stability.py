@@ -222,10 +222,10 @@ class TestCoupling:
         plan = model.bag_plan(80, 6)
         specs = plan.members()
         assert fi.n_refits == sum(len(s.features) for s in specs)  # only bags holding j
-        from ppa_dask.ensemble import fit_member
+        from ppa_dask.ensemble.bagging import fit_member
 
         def predict(members):
-            return np.mean([fit_member(s, X, y, model._template()).predict(X_eval[:, s.features])
+            return np.mean([fit_member(s, X, y, model.member_template()).predict(X_eval[:, s.features])
                             for s in members], axis=0)
 
         f = predict(specs)
@@ -275,7 +275,7 @@ class TestOutOfBag:
                                         max_samples=0.5, random_state=1)
         oob = instance_instability(model, X, y, X_eval=X_eval, method="oob", client=False)
         plan = model.bag_plan(40, 5)
-        from ppa_dask.ensemble import fit_member
+        from ppa_dask.ensemble.bagging import fit_member
 
         outputs = [fit_member(s, X, y, LinearRegression()).predict(X_eval[:, s.features])
                    for s in plan.members()]

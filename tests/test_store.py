@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator
 from ppa_dask import PPA
 from ppa_dask import store
 from ppa_dask.datasets import write_zarr
+from ppa_dask.store import model_files
 from ppa_dask.store import (
     ModelFileError,
     ModelFileNotFound,
@@ -210,7 +211,7 @@ def _truncate_chunk(path):
 
 
 def _delete_array(path):
-    store._remove(os.path.join(path, "mean_"))
+    model_files._remove(os.path.join(path, "mean_"))
 
 
 def _extra_array(path):
@@ -221,7 +222,7 @@ def _future_version(path):
     def edit(record):
         record["format_version"] = store.FORMAT_VERSION + 1
         body = {k: v for k, v in record.items() if k != "sha256"}
-        record["sha256"] = store._sha256(store._canonical(body).encode())  # otherwise valid
+        record["sha256"] = model_files._sha256(model_files._canonical(body).encode())  # otherwise valid
 
     _edit_record(path, edit)
 
@@ -232,7 +233,7 @@ def _forge(path, change):
     def edit(record):
         change(record)
         body = {k: v for k, v in record.items() if k != "sha256"}
-        record["sha256"] = store._sha256(store._canonical(body).encode())
+        record["sha256"] = model_files._sha256(model_files._canonical(body).encode())
 
     _edit_record(path, edit)
 

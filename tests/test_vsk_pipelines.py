@@ -27,7 +27,7 @@ def _load(name):
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    from ppa_dask.cluster import local_client
+    from ppa_dask.app.cluster import local_client
 
     with local_client(n_workers=2, dashboard_address="127.0.0.1:0",
                       local_directory=tmp_path_factory.mktemp("dask")) as c:

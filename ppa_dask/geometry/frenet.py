@@ -5,7 +5,8 @@ objects follow from the fitted model (Laparra et al., 2014, sections 3.4 and 5.2
 
 * the **induced metric** ``M(x) = J(x)^T Lambda^{-1} J(x)`` (eq. 21), with ``J = dR/dx`` and
   ``Lambda`` the variances of the PPA coefficients, a generalised Mahalanobis metric
-  (:func:`metric_from_jacobian`, :func:`coefficient_variances`; ``PPA.metric`` applies them);
+  (:func:`ppa_dask.geometry.metric_from_jacobian`, :func:`ppa_dask.geometry.coefficient_variances`,
+  computed in :mod:`ppa_dask.ppa.metric` beside the estimator; ``PPA.metric`` applies them);
 * the **curvilinear axes**: the ``p``-th axis through ``x`` is the curve
   ``c(t) = R^{-1}(R(x) + t e_p)``. Its derivatives at ``t = 0``
   (:func:`axis_derivatives`) give the Frenet-Serret frame and the generalised curvatures
@@ -38,14 +39,13 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import kernels
-from ._drivers import single_blas_thread
+from ppa_dask.ppa import kernels
+from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask.utils.arrays import is_dask
 
 __all__ = [
-    "coefficient_variances",
-    "metric_from_jacobian",
     "axis_derivatives",
     "frenet_from_derivatives",
     "frenet_serret",
@@ -57,82 +57,6 @@ _DEPENDENT = 1e-9
 
 
 # --------------------------------------------------------------------------------------------
-# induced metric (paper eq. 20-21)
-# --------------------------------------------------------------------------------------------
-
-
-def coefficient_variances(model):
-    """Variances ``Lambda`` of the ``d`` coordinates of the volume-preserving PPA map.
-
-    The Jacobian of a fitted model (``PPA.jacobian``) has ``d`` rows: ``alpha_1 .. alpha_k`` and
-    the residual after ``k`` steps in ``residual_basis_`` coordinates. With all ``d - 1`` steps
-    fitted these are the model's ``explained_variance_``. With ``n_components=k < d - 1`` the
-    fit keeps only the total variance of the ``d - k``-dimensional residual
-    (``residual_variance_[-1]``), so each residual coordinate gets its share,
-    ``residual_variance_[-1] / (d - k)`` (an isotropic residual; ``ddof=1`` like
-    ``explained_variance_``). Zero variances are replaced by 1, as whitening does, so the
-    metric stays finite.
-
-    Parameters
-    ----------
-    model : PPA
-        A fitted model.
-
-    Returns
-    -------
-    variances : ndarray of shape (n_features_in_,)
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from ppa_dask import PPA
-    >>> X = np.random.default_rng(0).normal(size=(500, 3)) * [3.0, 2.0, 1.0]
-    >>> model = PPA(degree=1).fit(X)
-    >>> bool(np.allclose(coefficient_variances(model), model.explained_variance_))
-    True
-    """
-    check_is_fitted(model)
-    d = model.n_features_in_
-    variances = np.asarray(model.explained_variance_, dtype=np.float64)
-    missing = d - variances.shape[0]
-    if missing > 0:
-        n = model.n_samples_
-        ddof = n / (n - 1) if n > 1 else 1.0
-        residual = float(model.residual_variance_[-1]) * ddof / missing
-        variances = np.concatenate([variances, np.full(missing, residual)])
-    return np.where(variances > 0, variances, 1.0)
-
-
-def metric_from_jacobian(J, weights=None):
-    """``M = J^T diag(weights) J`` for a stack of Jacobians (a pure per-block kernel).
-
-    Parameters
-    ----------
-    J : ndarray of shape (n, d, d)
-        Jacobians ``dR/dx`` per sample.
-    weights : ndarray of shape (d,) or None
-        Inverse variances ``Lambda^{-1}`` of the output coordinates; None for the identity
-        (``M = J^T J``, the metric the Euclidean distance of the unwhitened coefficients
-        induces).
-
-    Returns
-    -------
-    M : ndarray of shape (n, d, d)
-        Symmetric by construction (formed as ``K^T K`` with ``K = sqrt(weights) J``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> J = np.array([[[1.0, 2.0], [0.0, 1.0]]])
-    >>> metric_from_jacobian(J, np.array([1.0, 4.0]))[0].tolist()
-    [[1.0, 2.0], [2.0, 8.0]]
-    """
-    J = np.asarray(J, dtype=np.float64)
-    K = J if weights is None else J * np.sqrt(np.asarray(weights, dtype=np.float64))[:, None]
-    return np.matmul(np.swapaxes(K, -1, -2), K)
-
-
-# --------------------------------------------------------------------------------------------
 # curvilinear axes and their Frenet-Serret frames (paper section 5.2)
 # --------------------------------------------------------------------------------------------
 
@@ -140,14 +64,16 @@ def metric_from_jacobian(J, weights=None):
 def _check_model_points(model, X, axis):
     """Validated numpy points and axis for a fitted model (clear errors for bad input)."""
     check_is_fitted(model)
-    from .ppa import _is_dask
 
-    if _is_dask(X):
+    if is_dask(X):
         raise TypeError(
             "frenet_serret works on numpy arrays of points; call .compute() on the Dask array "
             "(or map this function over its blocks)."
         )
-    X, _ = model._check_input(X)  # names the width the model expects
+    # scikit-learn's check names the width the model expects
+    X = validate_data(
+        model, X, reset=False, dtype=[np.float64, np.float32], copy=False, ensure_all_finite=False
+    )
     d = model.n_features_in_
     if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
         raise TypeError(f"axis must be an int, got {axis!r}")
@@ -202,14 +128,14 @@ def axis_derivatives(model, X, axis=0, order=None):
     order = d if order is None else int(order)
     if order < 1:
         raise ValueError(f"order must be >= 1, got {order}")
-    params = model._model_params()
+    params = model.model_params()
     n = X.shape[0]
     D = np.zeros((n, d, order))
     k = len(params.steps)
     if axis >= k:
         D[:, :, 0] = params.residual_basis[:, axis - k]
         return D
-    with single_blas_thread():
+    with one_blas_thread():
         Yt = kernels.centred_block(X, params.mean)
         for step in params.steps[:axis]:
             _, Yt = kernels.step_forward(Yt, step)
@@ -220,7 +146,7 @@ def axis_derivatives(model, X, axis=0, order=None):
         # offset) / scale; each derivative in alpha divides by the scale once more
         # (derivatives above the degree are zero)
         top = min(order, degree)
-        rows = kernels._extended_rows(step.coordinate(alpha), degree, step.lo, step.hi, top)
+        rows = kernels.extended_rows(step.coordinate(alpha), degree, step.lo, step.hi, top)
         for j in range(1, top + 1):
             D[:, :, j - 1] = (step.coef @ rows[j]).T / step.scale**j
     D[:, :, 0] += step.direction

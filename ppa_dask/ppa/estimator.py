@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import numbers
 import os
-import sys
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _algebra, kernels
-from ._drivers import RESIDUAL_CACHES, DaskDriver, NumpyDriver, StepSpec, single_blas_thread
+from ppa_dask.ppa import algebra as _algebra
+from ppa_dask.ppa import kernels
+from ppa_dask.ppa.metric import coefficient_variances, metric_from_jacobian
+from ppa_dask.ppa.drivers import RESIDUAL_CACHES, DaskDriver, NumpyDriver, StepSpec
+from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask.utils.arrays import is_dask, is_xarray
+from ppa_dask.utils.compute import compute, tree_reduce
+from ppa_dask.utils.seeds import estimator_seed
+from ppa_dask.store import stacker as xr_adapter
+from ppa_dask.store.model_files import ModelFileError, load_model
+from ppa_dask.store.model_files import as_dask_if_zarr
+from ppa_dask.store.model_files import save_model
 
 __all__ = ["PPA"]
 
@@ -20,20 +28,6 @@ __all__ = ["PPA"]
 _RANGE_SAMPLE_ROWS = 8192
 # fitted attributes that input validation sets at the start of fit
 _VALIDATION_ATTRS = ("n_features_in_", "feature_names_in_")
-
-
-def _is_dask(X):
-    try:
-        import dask.array as da
-    except ImportError:  # pragma: no cover - dask is a dependency
-        return False
-    return isinstance(X, da.Array)
-
-
-def _is_xarray(X):
-    # without xarray imported, X cannot be an xarray object: no import needed to tell
-    xr = sys.modules.get("xarray")
-    return xr is not None and isinstance(X, (xr.DataArray, xr.Dataset))
 
 
 def _no_xarray_options(feature_dim, nan_policy):
@@ -339,14 +333,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         -------
         self : PPA
         """
-        if _is_xarray(X):
-            from . import xarray as xr_adapter
-
+        if is_xarray(X):
             return xr_adapter.fit(
                 self, X, feature_dim=feature_dim, nan_policy=nan_policy, progress=progress
             )
         _no_xarray_options(feature_dim, nan_policy)
-        from .store import as_dask_if_zarr
 
         X = as_dask_if_zarr(X)
         # validation resets these before the checks that can still fail; a failing fit restores
@@ -363,7 +354,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise
 
     def _fit(self, X, progress=None):
-        if _is_dask(X):
+        if is_dask(X):
             X = self._validate_dask(X, reset=True)
         else:
             X = validate_data(
@@ -371,28 +362,59 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 ensure_min_features=2, ensure_min_samples=1, copy=False,
             )
             # NaN/inf are counted per column in the first pass, before anything is stored
-        n_samples, n_features = X.shape
-        candidates, fixed, n_steps = self._check_params(n_samples, n_features)
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-        n_folds = 1 if fixed else int(self.cv)
-
-        if _is_dask(X):
+        # parameters are checked against the shape before the driver touches the data
+        self._check_params(*X.shape)
+        if is_dask(X):
+            checkpoint_dir = None if self.checkpoint_dir is None else os.fspath(self.checkpoint_dir)
             driver = DaskDriver(
                 X, residual_cache=self.residual_cache, block_rows=self.block_rows,
-                checkpoint_dir=None if self.checkpoint_dir is None else os.fspath(self.checkpoint_dir),
+                checkpoint_dir=checkpoint_dir,
             )
-            cache = driver.residual_cache
         else:
             driver = NumpyDriver(X, block_rows=self.block_rows)
-            cache = "memory"
         try:
-            fitted = self._fit_steps(driver, candidates, fixed, n_steps, seed, n_folds, progress)
+            return self.fit_with_driver(driver, progress)
         finally:
             driver.close()
+
+    def fit_with_driver(self, driver, progress=None):
+        """Fit the model through ``driver``: the one fit path behind :meth:`fit`.
+
+        :meth:`fit` validates its input, builds a :class:`~ppa_dask.ppa.drivers.NumpyDriver`
+        or :class:`~ppa_dask.ppa.drivers.DaskDriver` and calls this; code that runs the passes
+        itself (the shared-scan fit of many members, :mod:`ppa_dask.ppa.multifit`) passes
+        its own :class:`~ppa_dask.ppa.drivers.Driver`. The parameters are checked against
+        ``driver.n_samples`` and ``driver.n_features``; the driver is not closed.
+
+        Parameters
+        ----------
+        driver : ppa_dask.ppa.drivers.Driver
+        progress : callable, optional
+            Called as ``progress(p, k)`` after step ``p`` of ``k``.
+
+        Returns
+        -------
+        self : PPA
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ppa_dask import PPA
+        >>> from ppa_dask.ppa.drivers import NumpyDriver
+        >>> X = np.random.default_rng(0).normal(size=(400, 3))
+        >>> a = PPA(degree=2, random_state=0).fit_with_driver(NumpyDriver(X))
+        >>> bool(np.array_equal(a.transform(X), PPA(degree=2, random_state=0).fit(X).transform(X)))
+        True
+        """
+        candidates, fixed, n_steps = self._check_params(driver.n_samples, driver.n_features)
+        seed = estimator_seed(self.random_state)
+        n_folds = 1 if fixed else int(self.cv)
+        fitted = self._fit_steps(driver, candidates, fixed, n_steps, seed, n_folds, progress)
         for name, value in fitted.items():
             setattr(self, name, value)
+        self.n_features_in_ = int(driver.n_features)
         self.n_passes_ = driver.n_passes
-        self.residual_cache_ = cache
+        self.residual_cache_ = driver.residual_cache
         return self
 
     def _fit_steps(self, driver, candidates, fixed, n_steps, seed, n_folds, progress=None):
@@ -530,7 +552,17 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     # applying the model
     # ---------------------------------------------------------------------------------------
 
-    def _model_params(self):
+    def model_params(self):
+        """The fitted steps as the per-block kernels take them.
+
+        Returns
+        -------
+        params : ppa_dask.ppa.kernels.ModelParams
+            The mean, one :class:`~ppa_dask.ppa.kernels.StepParams` per step (direction,
+            coefficients, basis interval and the range beyond which the basis continues along
+            its tangent), the residual basis and the whitening scale (None unless ``whiten``).
+        """
+        check_is_fitted(self)
         steps = []
         for p, degree in enumerate(self.degrees_):
             offset, scale = (float(v) for v in self.basis_intervals_[p])
@@ -547,7 +579,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def _check_input(self, X, name="X", width=None):
         """Validate input for a fitted model; returns (array, is_dask)."""
         check_is_fitted(self)
-        if _is_dask(X):
+        if is_dask(X):
             if width is None:
                 X = self._validate_dask(X, reset=False, name=name)
             else:
@@ -583,21 +615,18 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Lazy when ``X`` is a Dask array. For xarray input, a DataArray with a ``component``
             dimension in place of the feature dimension (see :func:`ppa_dask.xarray.transform`).
         """
-        if _is_xarray(X):
-            from . import xarray as xr_adapter
-
+        if is_xarray(X):
             return xr_adapter.transform(self, X)
-        from .store import as_dask_if_zarr
 
         X = as_dask_if_zarr(X)
         X, lazy = self._check_input(X)
-        model, n_out = self._model_params(), self.n_components_
+        model, n_out = self.model_params(), self.n_components_
         if lazy:
             return X.map_blocks(
                 _transform_chunk, model, n_out, dtype=np.float64,
                 chunks=(X.chunks[0], (n_out,)), meta=np.empty((0, 0)),
             )
-        with single_blas_thread():
+        with one_blas_thread():
             return kernels.transform_block(X, model, n_out)
 
     def inverse_transform(self, X):
@@ -617,11 +646,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             For an xarray DataArray of coefficients (with a ``component`` dimension), the
             original dimensions and coordinates (see :func:`ppa_dask.xarray.inverse_transform`).
         """
-        if _is_xarray(X):
-            from . import xarray as xr_adapter
-
+        if is_xarray(X):
             return xr_adapter.inverse_transform(self, X)
-        from .store import as_dask_if_zarr
 
         X = as_dask_if_zarr(X)
         R, lazy = self._check_input(X, name="R", width=True)
@@ -631,13 +657,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 f"R has {m} columns; inverse_transform expects between 1 and n_components_ = "
                 f"{self.n_components_} PPA coefficients."
             )
-        model, d = self._model_params(), self.n_features_in_
+        model, d = self.model_params(), self.n_features_in_
         if lazy:
             return R.map_blocks(
                 _inverse_chunk, model, dtype=np.float64, chunks=(R.chunks[0], (d,)),
                 meta=np.empty((0, 0)),
             )
-        with single_blas_thread():
+        with one_blas_thread():
             return kernels.inverse_block(R, model)
 
     def jacobian(self, X):
@@ -652,20 +678,20 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         J : ndarray or dask.array.Array of shape (n_samples, n_features, n_features)
         """
         X, lazy = self._check_input(X)
-        model, d = self._model_params(), self.n_features_in_
+        model, d = self.model_params(), self.n_features_in_
         if lazy:
             return X.map_blocks(
                 kernels.jacobian_block, model, dtype=np.float64, new_axis=2,
                 chunks=(X.chunks[0], (d,), (d,)), meta=np.empty((0, 0, 0)),
             )
-        with single_blas_thread():
+        with one_blas_thread():
             return kernels.jacobian_block(X, model)
 
     def metric(self, X, whitened=True):
         """PPA-induced metric ``M(x) = J(x)^T Lambda^{-1} J(x)`` at each row (paper eq. 20-21).
 
         ``d^2(x, x + dx) = dx^T M(x) dx``. With ``whitened=True`` ``Lambda`` holds the variances
-        of the PPA coefficients (``geometry.coefficient_variances``: ``explained_variance_``,
+        of the PPA coefficients (:func:`ppa_dask.geometry.coefficient_variances`: ``explained_variance_``,
         and for ``n_components=k < d - 1`` an equal share of the residual variance for each
         residual coordinate), the generalised Mahalanobis metric: the Euclidean distance
         between nearby points after ``PPA(whiten=True)``. For degree 1 it is the inverse
@@ -690,13 +716,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> bool(np.allclose(M[0], np.linalg.inv(np.cov(X.T))))
         True
         """
-        from . import geometry
-
         J = self.jacobian(X)
-        weights = 1.0 / geometry.coefficient_variances(self) if whitened else None
-        if _is_dask(J):
-            return J.map_blocks(geometry.metric_from_jacobian, weights, dtype=np.float64)
-        return geometry.metric_from_jacobian(J, weights)
+        weights = 1.0 / coefficient_variances(self) if whitened else None
+        if is_dask(J):
+            return J.map_blocks(metric_from_jacobian, weights, dtype=np.float64)
+        return metric_from_jacobian(J, weights)
 
     def reconstruction_errors(self, X):
         """Mean squared reconstruction error for k = 0..n_steps components, in one pass.
@@ -711,17 +735,15 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             Always computed (also for Dask input).
         """
         X, lazy = self._check_input(X)
-        model = self._model_params()
+        model = self.model_params()
         if lazy:
             import dask
 
-            from ._drivers import _tree_reduce
-
             chunk = dask.delayed(kernels.residual_norms_block, pure=True)
             parts = [chunk(block, model) for block in X.to_delayed().ravel()]
-            (total,) = dask.compute(_tree_reduce(parts, sum, 8))
+            (total,) = compute(tree_reduce(parts, sum, 8))
         else:
-            with single_blas_thread():
+            with one_blas_thread():
                 total = kernels.residual_norms_block(X, model)
         return total / X.shape[0]
 
@@ -741,8 +763,6 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> bool(np.array_equal(PPA.load(path).transform(X), model.transform(X)))
         True
         """
-        from .store import save_model
-
         return save_model(self, path, overwrite=overwrite)
 
     @classmethod
@@ -752,8 +772,6 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Raises :class:`ppa_dask.store.ModelFileError` for a missing, truncated, tampered or
         future-version file, and when the file holds another estimator class.
         """
-        from .store import ModelFileError, load_model
-
         model = load_model(path)
         if not isinstance(model, cls):
             raise ModelFileError(

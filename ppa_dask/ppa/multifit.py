@@ -1,6 +1,6 @@
 """Fit many PPA members from shared scans of one Dask array (FeatureBaggingPPA out of core).
 
-Each member is an ordinary :class:`~ppa_dask.PPA` fit: its own ``PPA._fit_steps`` runs the
+Each member is an ordinary :class:`~ppa_dask.PPA` fit: its own :meth:`PPA.fit_with_driver` runs the
 small algebra on the client, asking a driver for a first pass and then one pass per step. Here
 every member gets a :class:`_MemberDriver` and runs in its own thread; a driver posts its
 member's request (which pass, with which step parameters) to a :class:`_Rendezvous` and waits.
@@ -23,16 +23,16 @@ member equals that in-memory fit (up to rounding), whatever the chunking.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.utils import check_random_state
 
-from . import kernels
-from ._drivers import _uses_local_scheduler, local_rows
-from ._fanout import one_blas_thread
+from ppa_dask.ppa import kernels
+from ppa_dask.ppa.drivers import Driver, local_rows
+from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask.utils.compute import compute
+from ppa_dask.utils.seeds import set_random_state
 
 __all__ = ["fit_members_shared_scans"]
 
@@ -94,8 +94,11 @@ class _Rendezvous:
             self.cond.notify_all()
 
 
-class _MemberDriver:
-    """The driver one member's ``PPA._fit_steps`` talks to; passes are shared scans."""
+class _MemberDriver(Driver):
+    """The driver one member's :meth:`PPA.fit_with_driver` talks to; passes are shared scans
+    (the residual is recomputed from the source in every scan)."""
+
+    residual_cache = "recompute"
 
     def __init__(self, rendezvous, position, n_samples, n_features):
         self.rendezvous = rendezvous
@@ -186,29 +189,6 @@ def _combine_chunks(parts, kinds):
 # --------------------------------------------------------------------------------------------
 
 
-def fit_ppa_with_driver(ppa, driver):
-    """Fit ``ppa`` through ``driver`` exactly as ``PPA.fit`` does after validating its input."""
-    n, d = driver.n_samples, driver.n_features
-    candidates, fixed, n_steps = ppa._check_params(n, d)
-    seed = int(check_random_state(ppa.random_state).randint(np.iinfo(np.int32).max))
-    n_folds = 1 if fixed else int(ppa.cv)
-    fitted = ppa._fit_steps(driver, candidates, fixed, n_steps, seed, n_folds)
-    for name, value in fitted.items():
-        setattr(ppa, name, value)
-    ppa.n_features_in_ = d
-    ppa.n_passes_ = driver.n_passes
-    ppa.residual_cache_ = "recompute"
-    return ppa
-
-
-def _compute(*objs):
-    import dask
-
-    guard = one_blas_thread() if _uses_local_scheduler() else contextlib.nullcontext()
-    with guard:
-        return dask.compute(*objs)
-
-
 def fit_members_shared_scans(X, specs, template, split_every=8):
     """Fit one PPA per member spec on a Dask array, all from shared scans.
 
@@ -232,8 +212,6 @@ def fit_members_shared_scans(X, specs, template, split_every=8):
     """
     import dask
 
-    from .ensemble import _set_random_state
-
     if X.numblocks[1] != 1:
         X = X.rechunk({1: -1})
     n_total, d = X.shape
@@ -244,13 +222,13 @@ def fit_members_shared_scans(X, specs, template, split_every=8):
     block_rows = int(getattr(template, "block_rows", kernels.SUB_BLOCK_ROWS))
 
     if not specs:
-        (mean,) = _compute(X.mean(axis=0, dtype=np.float64))
+        (mean,) = compute(X.mean(axis=0, dtype=np.float64))
         return [], dict(n_scans=1, feature_mean=np.asarray(mean), member_rows=np.empty(0, int))
 
     # rows of each member per chunk: index arithmetic only, no data read
     if any(spec.row_mask(0, 1) is not None for spec in specs):
         count = dask.delayed(_count_chunk, pure=True)
-        (counts,) = _compute([count(int(a), int(b), specs) for a, b in zip(starts, stops)])
+        (counts,) = compute([count(int(a), int(b), specs) for a, b in zip(starts, stops)])
         counts = np.array(counts, dtype=np.int64).reshape(len(blocks), len(specs))
     else:
         counts = np.repeat(np.asarray(chunks, dtype=np.int64)[:, None], len(specs), axis=1)
@@ -271,7 +249,7 @@ def fit_members_shared_scans(X, specs, template, split_every=8):
                     payload = local_rows(payload, lo, lo + int(counts[c, member]))
                 work[member] = (specs[member], lo, kind, payload)
             parts.append(scan_task(block, int(start), work, block_rows, with_totals))
-        (merged,) = _compute(_reduce(parts, kinds, split_every))
+        (merged,) = compute(_reduce(parts, kinds, split_every))
         if with_totals:
             n_rows, sums = merged.pop("__totals__")
             totals["mean"] = sums / n_rows
@@ -286,9 +264,9 @@ def fit_members_shared_scans(X, specs, template, split_every=8):
         try:
             ppa = clone(template)
             if spec.seed is not None:
-                _set_random_state(ppa, spec.seed)
+                set_random_state(ppa, spec.seed)
             driver = _MemberDriver(rendezvous, position, member_rows[position], len(spec.features))
-            members[position] = fit_ppa_with_driver(ppa, driver)
+            members[position] = ppa.fit_with_driver(driver)
         except _Aborted:
             pass
         except BaseException as exc:  # noqa: BLE001 - re-raised below

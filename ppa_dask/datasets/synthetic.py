@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import numbers
 import os
 import shutil
@@ -52,6 +51,8 @@ import uuid
 from collections.abc import Iterator
 
 import numpy as np
+from ppa_dask.utils.params import check_float, check_int
+from ppa_dask.utils.seeds import resolve_seed
 
 __all__ = [
     "make_helix",
@@ -74,49 +75,6 @@ _MAX_BLOCKS = _GLOBAL_STREAM
 # --------------------------------------------------------------------------
 # validation helpers
 # --------------------------------------------------------------------------
-
-
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
-def _check_float(name: str, value, *, minimum=None, strict=False) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    if minimum is not None:
-        if strict and value <= minimum:
-            raise ValueError(f"{name} must be > {minimum}, got {value}")
-        if not strict and value < minimum:
-            raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
-def _resolve_seed(random_state) -> int:
-    """Turn ``random_state`` into a non-negative integer seed."""
-    if random_state is None:
-        # 63 bits: plenty of entropy, and JSON/int64 friendly for attributes.
-        return int(np.random.SeedSequence().entropy) % 2**63
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(0, 2**63))
-    if isinstance(random_state, (bool, np.bool_)) or not isinstance(
-        random_state, numbers.Integral
-    ):
-        raise ValueError(
-            "random_state must be None, a non-negative int or a "
-            f"numpy.random.Generator, got {random_state!r}"
-        )
-    seed = int(random_state)
-    if seed < 0:
-        raise ValueError(f"random_state must be non-negative, got {seed}")
-    return seed
 
 
 def _block_rng(seed: int, block: int) -> np.random.Generator:
@@ -184,8 +142,8 @@ def rotation_matrix(n_features: int, random_state=None) -> np.ndarray:
     >>> bool(np.allclose(Y[:, 1], 0.6 * u[:, 0] ** 2 + u[:, 1]))
     True
     """
-    n_features = _check_int("n_features", n_features, 1)
-    seed = _resolve_seed(random_state)
+    n_features = check_int("n_features", n_features, 1)
+    seed = resolve_seed(random_state)
     return np.array(_rotation_cached(seed, n_features))
 
 
@@ -220,10 +178,10 @@ class _Kind:
 
 def _validate_helix(params: dict, n_features: int) -> dict:
     return {
-        "a": _check_float("a", params["a"], minimum=0.0, strict=True),
-        "b": _check_float("b", params["b"]),
-        "noise": _check_float("noise", params["noise"], minimum=0.0),
-        "n_turns": _check_float("n_turns", params["n_turns"], minimum=0.0, strict=True),
+        "a": check_float("a", params["a"], minimum=0.0, strict=True),
+        "b": check_float("b", params["b"]),
+        "noise": check_float("noise", params["noise"], minimum=0.0),
+        "n_turns": check_float("n_turns", params["n_turns"], minimum=0.0, strict=True),
     }
 
 
@@ -335,7 +293,7 @@ def _curved_noiseless(v: np.ndarray, n_features: int) -> np.ndarray:
 
 
 def _validate_curved(params: dict, n_features: int) -> dict:
-    return {"noise": _check_float("noise", params["noise"], minimum=0.0)}
+    return {"noise": check_float("noise", params["noise"], minimum=0.0)}
 
 
 def _curved_block(rng, lo, hi, n_features, params):
@@ -386,8 +344,8 @@ def _get_kind(kind, name="kind") -> _Kind:
 def _prepare(kind, n_samples, n_features, params, kind_name="kind"):
     """Validate everything; return (_Kind, n_samples, n_features, params)."""
     spec = _get_kind(kind, kind_name)
-    n_samples = _check_int("n_samples", n_samples, 1)
-    n_features = _check_int("n_features", n_features, spec.min_features)
+    n_samples = check_int("n_samples", n_samples, 1)
+    n_features = check_int("n_features", n_features, spec.min_features)
     unknown = set(params) - set(spec.defaults)
     if unknown:
         raise TypeError(
@@ -492,7 +450,7 @@ def make_helix(
     spec, n_samples, n_features, params = _prepare(
         "helix", n_samples, n_features, {"a": a, "b": b, "noise": noise, "n_turns": n_turns}
     )
-    seed = _resolve_seed(random_state)
+    seed = resolve_seed(random_state)
     X, t = _rows(spec, 0, n_samples, n_features, seed, params, want_extra=True)
     return (X, t) if return_t else X
 
@@ -570,7 +528,7 @@ def make_curved_manifold(
     spec, n_samples, n_features, params = _prepare(
         "curved", n_samples, n_features, {"noise": noise}
     )
-    seed = _resolve_seed(random_state)
+    seed = resolve_seed(random_state)
     X, u = _rows(spec, 0, n_samples, n_features, seed, params, want_extra=True)
     return (X, u) if return_latent else X
 
@@ -652,10 +610,10 @@ def generate_rows(kind, start, stop, n_features=10, random_state=None, **params)
     >>> bool(np.array_equal(part, full[100:200]))
     True
     """
-    start = _check_int("start", start, 0)
-    stop = _check_int("stop", stop, start + 1)
+    start = check_int("start", start, 0)
+    stop = check_int("stop", stop, start + 1)
     spec, _, n_features, params = _prepare(kind, stop, n_features, params)
-    seed = _resolve_seed(random_state)
+    seed = resolve_seed(random_state)
     return _rows(spec, start, stop, n_features, seed, params)
 
 
@@ -700,8 +658,8 @@ def make_demo_blocks(
     True
     """
     spec, n_samples, n_features, params = _prepare(kind, n_samples, n_features, params)
-    block_rows = _GEN_BLOCK if block_rows is None else _check_int("block_rows", block_rows, 1)
-    seed = _resolve_seed(random_state)
+    block_rows = _GEN_BLOCK if block_rows is None else check_int("block_rows", block_rows, 1)
+    seed = resolve_seed(random_state)
 
     def _iter():
         for s in range(0, n_samples, block_rows):
@@ -804,12 +762,12 @@ def generated_dask_array(
     dtype = np.dtype(dtype)
     if dtype.kind != "f":
         raise ValueError(f"dtype must be a floating-point dtype, got {dtype}")
-    seed = _resolve_seed(random_state)
+    seed = resolve_seed(random_state)
     shape = (n_samples, n_features)
     if chunks is None:
         chunks = (min(_default_chunk_rows(n_features), n_samples), n_features)
     elif isinstance(chunks, numbers.Integral) and not isinstance(chunks, bool):
-        chunks = (_check_int("chunks", chunks, 1), n_features)
+        chunks = (check_int("chunks", chunks, 1), n_features)
     try:
         chunks = normalize_chunks(chunks, shape=shape, dtype=dtype)
     except Exception as exc:
@@ -929,7 +887,7 @@ def write_zarr(
     if chunk_rows is None:
         chunk_rows = _default_chunk_rows(n_features)
     else:
-        chunk_rows = _check_int("chunk_rows", chunk_rows, 1)
+        chunk_rows = check_int("chunk_rows", chunk_rows, 1)
     chunk_rows = min(chunk_rows, n_samples)
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"path must be a str or os.PathLike, got {path!r}")
@@ -947,7 +905,7 @@ def write_zarr(
                 f"path {path!r} exists and does not look like a Zarr store; "
                 "refusing to replace it even with overwrite=True"
             )
-    seed = _resolve_seed(random_state)
+    seed = resolve_seed(random_state)
 
     attrs = {
         "generator": spec.func_name,
@@ -1005,11 +963,3 @@ def write_zarr(
         _remove(tmp)
         raise
     return path
-
-
-# the bundled real data sets' loaders and the synthetic cube live in their own modules
-from ._cube import make_cube  # noqa: E402
-from ._loaders import *  # noqa: E402,F401,F403
-from ._loaders import __all__ as _loader_names  # noqa: E402
-
-__all__ = [*__all__, *_loader_names, "make_cube"]

@@ -1,8 +1,8 @@
 """Loaders for the real data sets bundled with ppa-dask.
 
-The raw files live in ``ppa_dask/data/`` as xz-compressed, byte-for-byte
+The raw files live in ``ppa_dask/datasets/data/`` as xz-compressed, byte-for-byte
 copies of public mirrors (sources, licences and SHA-256 checksums in
-``ppa_dask/data/PROVENANCE.md``).  Every loader reads only that package data,
+``ppa_dask/datasets/data/PROVENANCE.md``).  Every loader reads only that package data,
 checks the SHA-256 of the decompressed bytes, and parses the original format;
 nothing is downloaded and no network or shared folder is needed.
 
@@ -100,7 +100,7 @@ _COMPRESSED_SUFFIXES = {".xz": lzma.decompress, ".gz": gzip.decompress}
 
 
 def _data_dir():
-    return resources.files("ppa_dask") / "data"
+    return resources.files("ppa_dask.datasets") / "data"
 
 
 def _compressed_bytes(name: str) -> tuple[str, bytes]:
@@ -112,7 +112,7 @@ def _compressed_bytes(name: str) -> tuple[str, bytes]:
             return name + suffix, entry.read_bytes()
     raise FileNotFoundError(
         f"bundled data file {name!r} (.xz or .gz) is missing from the ppa_dask "
-        "package data folder ppa_dask/data/; reinstall ppa-dask"
+        "package data folder ppa_dask/datasets/data/; reinstall ppa-dask"
     )
 
 
@@ -131,7 +131,7 @@ def _raw_bytes(name: str) -> bytes:
     if digest != _SHA256[name]:
         raise ValueError(
             f"bundled data file {bundled!r} is corrupted: SHA-256 of its content is "
-            f"{digest}, expected {_SHA256[name]} (see ppa_dask/data/PROVENANCE.md)"
+            f"{digest}, expected {_SHA256[name]} (see ppa_dask/datasets/data/PROVENANCE.md)"
         )
     return raw
 

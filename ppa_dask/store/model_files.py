@@ -61,6 +61,8 @@ import shutil
 import uuid
 
 import numpy as np
+from ppa_dask.utils.arrays import is_dask
+from ppa_dask.utils.version import VERSION
 
 __all__ = [
     "FORMAT_VERSION",
@@ -107,9 +109,7 @@ class ModelFileNotFound(ModelFileError, FileNotFoundError):
 
 
 def _library_version():
-    from . import __version__
-
-    return __version__
+    return VERSION
 
 
 # -------------------------------------------------------------------------------------------
@@ -749,9 +749,8 @@ def _is_result_array(path):
 
 def _store_into(x, z):
     """Fill the Zarr array ``z`` from ``x`` (numpy in-process, Dask one task per chunk)."""
-    from ppa_dask.ppa import _is_dask
 
-    if _is_dask(x):
+    if is_dask(x):
         import dask.array as da
 
         # Dask chunks coincide with Zarr chunks, so tasks never share a chunk: no lock
@@ -808,10 +807,9 @@ def write_array(x, path, name=None, attrs=None, overwrite=False, chunks=None,
     """
     import zarr
 
-    from ppa_dask.ppa import _is_dask
 
     attrs = _check_attrs(attrs)
-    if not _is_dask(x):
+    if not is_dask(x):
         x = np.asarray(x)
         if x.dtype.kind not in _NUMERIC_KINDS:
             raise TypeError(f"x must hold numbers, got dtype {x.dtype}")

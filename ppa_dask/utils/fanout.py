@@ -14,76 +14,10 @@ first, so the answer never depends on which worker finished first.
 
 from __future__ import annotations
 
-import sys
-import time
+from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask.utils.progress import TextProgress
 
-__all__ = ["current_client", "run_tasks", "TextProgress", "one_blas_thread"]
-
-_CONTROLLER = None
-
-
-def one_blas_thread():
-    """Limit BLAS to one thread (a cached controller: cheap enough to wrap every small task)."""
-    global _CONTROLLER
-    if _CONTROLLER is None:
-        from threadpoolctl import ThreadpoolController
-
-        _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=1, user_api="blas")
-
-
-def current_client():
-    """The default distributed Client, or None (also None inside a running task)."""
-    try:
-        from distributed import default_client, get_worker
-    except ImportError:  # pragma: no cover - distributed is a dependency
-        return None
-    try:
-        get_worker()
-        return None
-    except ValueError:
-        pass
-    try:
-        return default_client()
-    except ValueError:
-        return None
-
-
-class TextProgress:
-    """A plain-text progress bar on stderr (no tqdm): ``label [#####.....] 12/64``.
-
-    Redrawn at most every ``interval`` seconds and once at the end; silent when ``enabled`` is
-    false.
-    """
-
-    def __init__(self, total, label="tasks", enabled=True, stream=None, width=30, interval=0.2):
-        self.total = max(int(total), 0)
-        self.label = label
-        self.enabled = bool(enabled) and self.total > 0
-        self.stream = stream if stream is not None else sys.stderr
-        self.width = width
-        self.interval = interval
-        self.done = 0
-        self._last = 0.0
-
-    def update(self, n=1):
-        self.done += n
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self._last >= self.interval or self.done >= self.total:
-            self._last = now
-            filled = int(self.width * self.done / self.total)
-            bar = "#" * filled + "." * (self.width - filled)
-            self.stream.write(f"\r{self.label} [{bar}] {self.done}/{self.total}")
-            if self.done >= self.total:
-                self.stream.write("\n")
-            self.stream.flush()
-
-    def close(self):
-        if self.enabled and self.done < self.total:
-            self.stream.write("\n")
-            self.stream.flush()
+__all__ = ["run_tasks"]
 
 
 def run_tasks(func, items, shared=(), *, client=None, retries=2, label="tasks", verbose=0):

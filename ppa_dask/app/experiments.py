@@ -32,6 +32,13 @@ import time
 import zlib
 
 import numpy as np
+from ppa_dask.datasets import load_paper_dataset
+from ppa_dask.datasets import make_helix
+from ppa_dask.datasets import make_parabolas
+from ppa_dask.geometry.frenet import frenet_serret
+from ppa_dask.geometry.neighbors import make_mahalanobis_knn, make_ppa_knn
+from ppa_dask.information.entropy import multi_information_reduction
+from ppa_dask.ppa.estimator import PPA
 
 __all__ = [
     "METHODS",
@@ -124,8 +131,6 @@ def scaled_paper_dataset(name):
     >>> X.shape, float(X.min()), float(X.max())
     ((846, 18), 0.0, 1.0)
     """
-    from .datasets import load_paper_dataset
-
     X, _ = load_paper_dataset(name)
     X = np.asarray(X, dtype=np.float64)
     lo, hi = X.min(axis=0), X.max(axis=0)
@@ -186,7 +191,6 @@ def fit_method(method, X, seed, degrees=PAPER_DEGREES, cv=2, gd_max_iter=20):
     """
     from sklearn.decomposition import PCA
 
-    from .ppa import PPA
 
     if method == "pca":
         model = PCA(n_components=X.shape[1], svd_solver="full")
@@ -309,8 +313,6 @@ def multi_information_task(spec):
     >>> sorted(out["delta_i"]["pca"])
     ['test', 'train']
     """
-    from .information import multi_information_reduction
-
     train, test = paper_split(spec["dataset"], spec["seed"], spec.get("max_samples"))
     estimators = tuple(spec.get("estimators", ("auto", "histogram")))
     entropy_seed = int(spec["seed"])
@@ -389,10 +391,6 @@ def helix_geometry_task(spec):
     >>> bool(abs(out["median"][0] / out["theory"][0] - 1) < 0.1)
     True
     """
-    from .datasets import make_helix
-    from .geometry import frenet_serret
-    from .ppa import PPA
-
     a, b, noise = float(spec["a"]), float(spec["b"]), float(spec["noise"])
     d = int(spec.get("n_features", 3))
     n_turns = float(spec.get("n_turns", 1.5))
@@ -460,9 +458,6 @@ def parabola_degree(curvature, seed, n_samples=1000, degrees=PAPER_DEGREES, gap=
     >>> parabola_degree(0.5, seed=0)[0]
     2
     """
-    from .neighbors import make_parabolas
-    from .ppa import PPA
-
     X, _ = make_parabolas(n_samples, curvature=curvature, gap=gap, noise=noise,
                           random_state=seed)
     degrees = tuple(degrees)
@@ -496,7 +491,6 @@ def metric_knn_task(spec):
     """
     from sklearn.neighbors import KNeighborsClassifier
 
-    from .neighbors import make_mahalanobis_knn, make_parabolas, make_ppa_knn
 
     n_train, n_test = int(spec["n_train"]), int(spec.get("n_test", 2000))
     ks = tuple(int(k) for k in spec["ks"])

@@ -41,6 +41,22 @@ import sys
 import time
 
 import numpy as np
+from ppa_dask import datasets
+from ppa_dask import store
+from ppa_dask.app.cluster import dashboard_link
+from ppa_dask.app.cluster import open_client
+from ppa_dask.app.cluster import read_cluster_config
+from ppa_dask.app.cluster import step_reporter
+from ppa_dask.app.pipeline import Run
+from ppa_dask.app.pipeline import load_pipeline
+from ppa_dask.app.pipeline import format_error_table
+from ppa_dask.app.pipeline import open_zarr_dataset
+from ppa_dask.app.pipeline import pca_reconstruction_errors
+from ppa_dask.app.pipeline import validate_pipeline
+from ppa_dask.app.pipeline import write_error_csv
+from ppa_dask.app.pipeline import write_error_markdown
+from ppa_dask.ppa.estimator import PPA
+from ppa_dask.utils.version import VERSION
 
 __all__ = ["main", "build_parser"]
 
@@ -251,33 +267,23 @@ def _pca_errors_in_memory(X):
     """PCA reconstruction MSE for k = 0..d-1 on in-memory data (scikit-learn's PCA), the sums
     of discarded eigenvalues as a check, and a description (see
     :func:`ppa_dask.pipeline.pca_reconstruction_errors`)."""
-    from .pipeline import pca_reconstruction_errors
-
     return pca_reconstruction_errors(np.asarray(X, dtype=np.float64))
 
 
 def _pca_errors_dask(X):
     """PCA reconstruction MSE for k = 0..d-1 from the covariance computed with Dask."""
-    from .pipeline import pca_reconstruction_errors
-
     return pca_reconstruction_errors(X, in_memory_bytes=0)
 
 
 def _format_table(rows):
-    from .pipeline import format_error_table
-
     return format_error_table(rows)
 
 
 def _write_csv(path, rows):
-    from .pipeline import write_error_csv
-
     write_error_csv(path, rows)
 
 
 def _write_markdown(path, rows, total_variance, caption):
-    from .pipeline import write_error_markdown
-
     write_error_markdown(path, rows, total_variance, caption)
 
 
@@ -286,7 +292,7 @@ def _versions():
     for name in ("ppa_dask", "numpy", "scipy", "sklearn", "dask", "distributed", "zarr"):
         try:
             module = __import__(name)
-            out[name] = getattr(module, "__version__", "?")
+            out[name] = getattr(module, "VERSION", "?")
         except Exception:  # pragma: no cover
             out[name] = None
     return out
@@ -331,8 +337,6 @@ def run_demo(args, stream=None):
             stack = contextlib.ExitStack()
             client = stack.enter_context(_session(args, progress, local_directory=scratch))
         with stack:
-            from .cluster import dashboard_link
-
             link = dashboard_link(client) if client is not None else None
             summary = _demo_table_part(args, progress, outdir, chunk_rows, link)
             # written now, so that the table's record survives a failed or interrupted cube
@@ -371,9 +375,6 @@ def _demo_table_part(args, progress, outdir, chunk_rows, dashboard):
     """
     import dask.array as da
 
-    from . import datasets
-    from .cluster import step_reporter
-    from .ppa import PPA
 
     stream = progress.stream
     n, d, seed = args.n_samples, args.n_features, args.seed
@@ -550,8 +551,6 @@ def _checked_cube_demo_config(args):
 def _run_cube_pipeline(config, run_dir, stream, progress):
     """Run the cube pipeline in ``run_dir`` on the current cluster (resuming complete stages);
     its log lines count time from the demo's start."""
-    from .pipeline import Run
-
     return Run(config, output=run_dir, stream=stream, clock=progress.start).execute()
 
 
@@ -563,8 +562,6 @@ def _say_cube_outputs(progress, run_dir):
 def cube_demo_config(seed=0, bands=CUBE_DEMO_BANDS, pixels=CUBE_DEMO_PIXELS):
     """The pipeline configuration of the demo's cube part (pipelines/demo.yaml holds the same
     with the default sizes)."""
-    from .pipeline import validate_pipeline
-
     return validate_pipeline({
         "name": "demo-cube",
         "description": "PPA of a synthetic hyperspectral cube read from Zarr with xarray",
@@ -628,8 +625,6 @@ def _add_cluster_options(p, workers=True):
 @contextlib.contextmanager
 def _session(args, progress, local_directory=None, cluster_file=None):
     """Open the cluster the options ask for, print its dashboard, record a performance report."""
-    from .cluster import dashboard_link, open_client
-
     cluster = getattr(args, "cluster", None) or cluster_file
     scheduler = getattr(args, "scheduler", None)
     report = getattr(args, "performance_report", None)
@@ -697,8 +692,6 @@ def _add_run(subparsers):
 def run_run(args, stream=None):
     """The ``run`` command; returns the exit code."""
     stream = sys.stdout if stream is None else stream
-    from .cluster import read_cluster_config
-    from .pipeline import Run, load_pipeline
 
     config = load_pipeline(args.pipeline)
     cluster_file = None if (args.cluster or args.scheduler) else config.get("cluster")
@@ -747,11 +740,8 @@ def _add_input_options(p):
 
 def _open_data(path, variable=None, feature_dim=None):
     """A Zarr input as a Dask array, or as a DataArray when ``feature_dim`` is given."""
-    from . import store
-
     if feature_dim is None:
         return store.open_input(path, variable=variable)
-    from .pipeline import open_zarr_dataset
 
     ds = open_zarr_dataset(path)
     names = list(ds.data_vars)
@@ -811,9 +801,6 @@ def _add_fit(subparsers):
 def run_fit(args, stream=None):
     """The ``fit`` command."""
     stream = sys.stdout if stream is None else stream
-    from . import store
-    from .cluster import step_reporter
-    from .ppa import PPA
 
     _check_new_output(args.model, args.overwrite, "MODEL")
     X = _open_data(args.input, args.variable, args.feature_dim)
@@ -868,8 +855,6 @@ def _add_inverse(subparsers):
 
 
 def _load_model_file(path):
-    from . import store
-
     return store.load_model(path)
 
 
@@ -882,7 +867,6 @@ def _layout_dim(model):
 
 def _apply(args, stream, what):
     stream = sys.stdout if stream is None else stream
-    from . import store
 
     _check_new_output(args.output, args.overwrite, "OUTPUT")
     model = _load_model_file(args.model)
@@ -943,7 +927,6 @@ def _add_info(subparsers):
 def run_info(args, stream=None):
     """The ``info`` command."""
     stream = sys.stdout if stream is None else stream
-    from . import store
 
     info = store.model_info(args.model)
     if args.json:
@@ -997,13 +980,11 @@ _COMMANDS = (_add_demo, _add_run, _add_fit, _add_transform, _add_inverse, _add_i
 
 def build_parser():
     """The argument parser with all sub-commands."""
-    from . import __version__
-
     parser = _Parser(
         prog=PROG,
         description="Principal Polynomial Analysis (PPA) fitted blockwise on Dask.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in _COMMANDS:
         add(subparsers)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from .kernels import _gram_from_sums  # the Chebyshev product identity, shared with the kernels
+from ppa_dask.ppa.kernels import gram_from_sums  # the Chebyshev product identity, shared with the kernels
 
 # a residual direction whose variance is below this fraction of the total is treated as empty
 _DEGENERATE_VARIANCE = 1e-13
@@ -224,7 +224,7 @@ def gd_objective(moments, e, subspace, scale):
     G3 = np.einsum("km,mij->kij", D, yyt)
     quad = np.einsum("kij,jk->i", G3, PU)
     # sum y v^T (U^T U) v' : sum y T_j T_m from the product identity on yt
-    ytt = _gram_from_sums(yt, degree)  # (d, g+1, g+1): sum y T_i T_j
+    ytt = gram_from_sums(yt, degree)  # (d, g+1, g+1): sum y T_i T_j
     H = np.einsum("km,djm->djk", D, ytt[:, :, :degree])  # sum y v_j v'_k
     cross = np.einsum("jk,djk->d", U.T @ U, H)
     grad = -(2.0 / n) * (along + (quad - cross) / scale)

@@ -53,10 +53,16 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._fanout import current_client, one_blas_thread, run_tasks
-from ._member_store import MemberStore, fingerprint
-from .kernels import row_hash
-from .ppa import PPA, _is_dask
+from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask.utils.compute import current_client
+from ppa_dask.utils.fanout import run_tasks
+from ppa_dask.store.members import MemberStore, fingerprint
+from ppa_dask.ppa.kernels import row_hash
+from ppa_dask.ppa.estimator import PPA
+from ppa_dask.utils.arrays import is_dask
+from ppa_dask.utils.params import is_int, is_real
+from ppa_dask.utils.seeds import set_random_state
+from ppa_dask.ppa.multifit import fit_members_shared_scans
 
 __all__ = [
     "FeatureBaggingRegressor",
@@ -283,19 +289,6 @@ class BagPlan:
 # --------------------------------------------------------------------------------------------
 
 
-def _set_random_state(estimator, seed):
-    """Set the estimator's ``random_state`` to ``seed``; nested ones get values drawn from it."""
-    keys = sorted(k for k in estimator.get_params(deep=True) if k.endswith("random_state"))
-    nested = [k for k in keys if k != "random_state"]
-    values = {"random_state": int(seed)} if "random_state" in keys else {}
-    if nested:
-        draws = np.random.default_rng(seed).integers(_SEED_MAX, size=len(nested))
-        values.update({k: int(v) for k, v in zip(nested, draws)})
-    if values:
-        estimator.set_params(**values)
-    return estimator
-
-
 def member_data(spec, X, y=None):
     """The rows and columns of ``X`` (and ``y``) member ``spec`` is fitted on."""
     rows = spec.rows(X.shape[0])
@@ -310,7 +303,7 @@ def fit_member(spec, X, y, template):
     """Clone ``template``, seed it from ``spec`` and fit it on the member's data."""
     estimator = clone(template)
     if spec.seed is not None:
-        _set_random_state(estimator, spec.seed)
+        set_random_state(estimator, spec.seed)
     Xm, ym = member_data(spec, X, y)
     if y is None:
         estimator.fit(Xm)
@@ -369,17 +362,9 @@ def finish(total, count, fallback=None):
 # --------------------------------------------------------------------------------------------
 
 
-def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value):
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 def resolve_max_features(max_features, n_features):
     """``s`` from ``max_features`` (a ratio ``q`` in (0, 1] or a count ``1 <= s <= d``)."""
-    if _is_int(max_features):
+    if is_int(max_features):
         s = int(max_features)
         if not 1 <= s <= n_features:
             raise ValueError(
@@ -387,7 +372,7 @@ def resolve_max_features(max_features, n_features):
                 f"features; use 1 <= max_features <= {n_features} (or a ratio in (0, 1])."
             )
         return s
-    if _is_real(max_features):
+    if is_real(max_features):
         q = float(max_features)
         if not 0.0 < q <= 1.0:
             raise ValueError(
@@ -401,7 +386,7 @@ def resolve_max_samples(max_samples, n_samples, as_fraction=False):
     """None (all rows), or the subsample: ``m`` rows (int) or, with ``as_fraction``, ``p``."""
     if max_samples is None:
         return None
-    if _is_int(max_samples):
+    if is_int(max_samples):
         m = int(max_samples)
         if not 1 <= m <= n_samples:
             raise ValueError(
@@ -411,7 +396,7 @@ def resolve_max_samples(max_samples, n_samples, as_fraction=False):
         if as_fraction:
             return None if m == n_samples else m / n_samples
         return None if m == n_samples else m
-    if _is_real(max_samples):
+    if is_real(max_samples):
         p = float(max_samples)
         if not 0.0 < p <= 1.0:
             raise ValueError(f"max_samples as a ratio p must lie in (0, 1], got {max_samples!r}")
@@ -424,7 +409,7 @@ def resolve_max_samples(max_samples, n_samples, as_fraction=False):
 
 
 def check_n_estimators(n_estimators):
-    if not _is_int(n_estimators) or n_estimators < 1:
+    if not is_int(n_estimators) or n_estimators < 1:
         raise ValueError(f"n_estimators (the number of bags B) must be an int >= 1, got "
                          f"{n_estimators!r}")
     return int(n_estimators)
@@ -438,7 +423,7 @@ def check_coupling(coupling):
 
 def resolve_seed(random_state):
     """An int seed: the int itself, one draw from a RandomState/Generator, or a fresh one."""
-    if _is_int(random_state):
+    if is_int(random_state):
         if random_state < 0:
             raise ValueError(f"random_state must be >= 0, got {random_state}")
         return int(random_state)
@@ -481,7 +466,9 @@ class _FeatureBagging(BaseEstimator):
     def _default_estimator(self):  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _template(self):
+    def member_template(self):
+        """A fresh, unfitted clone of the member estimator (the default one when
+        ``estimator`` is None), checked to have the methods the ensemble calls."""
         estimator = self._default_estimator() if self.estimator is None else self.estimator
         if not (hasattr(estimator, "fit") and hasattr(estimator, "get_params")):
             raise TypeError(
@@ -501,7 +488,7 @@ class _FeatureBagging(BaseEstimator):
         s = resolve_max_features(self.max_features, n_features)
         samples = resolve_max_samples(self.max_samples, n_samples, as_fraction=sample_fraction)
         check_coupling(self.coupling)
-        if self.store is not None and not _is_int(self.random_state):
+        if self.store is not None and not is_int(self.random_state):
             raise ValueError(
                 "store needs an int random_state, so that a resumed fit draws the same members "
                 f"(got random_state={self.random_state!r})"
@@ -607,7 +594,7 @@ class _FeatureBagging(BaseEstimator):
         return tags
 
     def _check_not_dask(self, X, what="fit"):
-        if _is_dask(X):
+        if is_dask(X):
             raise TypeError(
                 f"{type(self).__name__}.{what} takes in-memory data (a Dask array was given); "
                 "call .compute() on data that fits in memory. Out-of-core ensembles: "
@@ -654,7 +641,7 @@ class _SklearnBagging(_FeatureBagging):
         self.verbose = verbose
 
     def _fit_arrays(self, X, y_fit):
-        template = self._template()
+        template = self.member_template()
         n, d = X.shape
         plan = self.bag_plan(n, d)
         specs = plan.members()
@@ -668,7 +655,7 @@ class _SklearnBagging(_FeatureBagging):
 
     def _check_predict_input(self, X):
         check_is_fitted(self)
-        if _is_dask(X):
+        if is_dask(X):
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(
                     f"X has shape {X.shape}, but {type(self).__name__} is expecting "
@@ -779,7 +766,7 @@ class FeatureBaggingRegressor(RegressorMixin, _SklearnBagging):
         y : ndarray of shape (n_samples,) or (n_samples, n_outputs); lazy for a Dask array.
         """
         X = self._check_predict_input(X)
-        if _is_dask(X):
+        if is_dask(X):
             if X.numblocks[1] != 1:
                 X = X.rechunk({1: -1})
             if self.n_outputs_ == 1:
@@ -840,7 +827,7 @@ class FeatureBaggingClassifier(ClassifierMixin, _SklearnBagging):
         """Average of the members' class probabilities, each from its own columns."""
         X = self._check_predict_input(X)
         width = len(self.classes_)
-        if _is_dask(X):
+        if is_dask(X):
             if X.numblocks[1] != 1:
                 X = X.rechunk({1: -1})
             return X.map_blocks(_call_method, self, "predict_proba", dtype=np.float64,
@@ -851,7 +838,7 @@ class FeatureBaggingClassifier(ClassifierMixin, _SklearnBagging):
     def predict(self, X):
         """The most probable class."""
         proba = self.predict_proba(X)
-        if _is_dask(proba):
+        if is_dask(proba):
             return proba.map_blocks(_most_probable, self.classes_, drop_axis=1,
                                     dtype=self.classes_.dtype,
                                     meta=np.empty((0,), self.classes_.dtype))
@@ -943,18 +930,18 @@ class FeatureBaggingPPA(_FeatureBagging):
     def _default_estimator(self):
         return PPA()
 
-    def _template(self):
+    def member_template(self):
         if self.estimator is not None and not isinstance(self.estimator, PPA):
             raise TypeError(
                 f"FeatureBaggingPPA members must be ppa_dask.PPA, got "
                 f"{type(self.estimator).__name__}"
             )
-        return super()._template().set_params(n_components=self.n_components)
+        return super().member_template().set_params(n_components=self.n_components)
 
     def bag_plan(self, n_samples, n_features):
         plan = super().bag_plan(n_samples, n_features)
         k = self.n_components
-        if not _is_int(k) or k < 1:
+        if not is_int(k) or k < 1:
             raise ValueError(f"n_components must be an int >= 1, got {k!r}")
         if k >= plan.s:
             raise ValueError(
@@ -976,8 +963,8 @@ class FeatureBaggingPPA(_FeatureBagging):
         -------
         self
         """
-        template = self._template()
-        if _is_dask(X):
+        template = self.member_template()
+        if is_dask(X):
             X = self._validate_dask(X)
         else:
             X = validate_data(self, X, reset=True, dtype=[np.float64, np.float32],
@@ -986,9 +973,7 @@ class FeatureBaggingPPA(_FeatureBagging):
         plan = self.bag_plan(n, d)
         specs = plan.members()
         store = self._open_store(plan.seed, fingerprint(X))
-        if _is_dask(X):
-            from ._multifit import fit_members_shared_scans
-
+        if is_dask(X):
             members = [None] * len(specs)
             if store is not None:
                 on_disk = set(store.indices())
@@ -1011,7 +996,7 @@ class FeatureBaggingPPA(_FeatureBagging):
         self._record(plan, specs, members)
         self.n_samples_per_member_ = np.array([m.n_samples_ for m in members])
         # index lists of length up to n per member only for in-memory data
-        self.estimators_samples_ = None if _is_dask(X) else [
+        self.estimators_samples_ = None if is_dask(X) else [
             np.arange(n) if spec.rows(n) is None else spec.rows(n) for spec in specs
         ]
         return self
@@ -1030,7 +1015,7 @@ class FeatureBaggingPPA(_FeatureBagging):
 
     def _check_input(self, X):
         check_is_fitted(self)
-        if _is_dask(X):
+        if is_dask(X):
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has shape {X.shape}, but FeatureBaggingPPA is expecting "
                                  f"{self.n_features_in_} features as input.")
@@ -1046,7 +1031,7 @@ class FeatureBaggingPPA(_FeatureBagging):
         """
         X = self._check_input(X)
         d = self.n_features_in_
-        if _is_dask(X):
+        if is_dask(X):
             return X.map_blocks(self._reconstruct_numpy, dtype=np.float64,
                                 chunks=(X.chunks[0], (d,)), meta=np.empty((0, 0)))
         return self._reconstruct_numpy(X)
@@ -1061,7 +1046,7 @@ class FeatureBaggingPPA(_FeatureBagging):
     def reconstruction_error(self, X):
         """Squared reconstruction error of each sample, ``||x - reconstruct(x)||^2``."""
         X = self._check_input(X)
-        if _is_dask(X):
+        if is_dask(X):
             return X.map_blocks(self._error_numpy, drop_axis=1, dtype=np.float64,
                                 meta=np.empty((0,)))
         return self._error_numpy(X)
@@ -1077,4 +1062,4 @@ class FeatureBaggingPPA(_FeatureBagging):
     def score(self, X, y=None):
         """Minus the mean squared reconstruction error."""
         errors = self.reconstruction_error(X)
-        return -float(errors.mean().compute() if _is_dask(errors) else errors.mean())
+        return -float(errors.mean().compute() if is_dask(errors) else errors.mean())

@@ -28,9 +28,10 @@ import weakref
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
-from . import kernels
+from ppa_dask.ppa import kernels
+from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask.utils.compute import compute, tree_reduce, uses_local_scheduler
 
 RESIDUAL_CACHES = ("auto", "persist", "checkpoint", "recompute")
 
@@ -103,22 +104,53 @@ def local_rows(sorted_index, start, stop):
     return sorted_index[lo:hi] - start
 
 
-_BLAS_CONTROLLER = None
+class Driver:
+    """The interface between :meth:`ppa_dask.PPA.fit_with_driver` and the data.
 
+    The fit is a sequence of passes over the samples; a driver runs each pass wherever the
+    data live (a numpy array in this process: :class:`NumpyDriver`; a Dask array on the
+    current scheduler: :class:`DaskDriver`; many models' passes folded into shared scans of
+    one array: :mod:`ppa_dask.ppa.multifit`) and returns only small moment dicts. The step
+    algebra between passes runs on the client and is the same for every driver, so any
+    driver that returns the same moments gives the same model.
 
-def single_blas_thread():
-    """Limit BLAS to one thread: much faster than threaded BLAS on block-sized products.
-
-    The libraries are inspected once per process (a fresh ``threadpool_limits`` rescans them,
-    a few ms each time, which is 5 % of a 10-pass in-memory fit).
+    Attributes
+    ----------
+    n_samples, n_features : int
+        Shape of the data the driver passes over.
+    n_passes : int
+        Passes run so far (the fit reports it as ``n_passes_``).
+    residual_cache : str
+        How the residual is kept between passes (the fit reports it as ``residual_cache_``).
     """
-    global _BLAS_CONTROLLER
-    if _BLAS_CONTROLLER is None:
-        _BLAS_CONTROLLER = ThreadpoolController()
-    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
+
+    n_samples: int
+    n_features: int
+    n_passes: int = 0
+    residual_cache: str = "memory"
+
+    def first_pass(self, sample_index):
+        """Count, mean, scatter and NaN/inf counts of the samples, and the rows
+        ``sample_index`` (sorted global indices) gathered feature-major for the range sample:
+        the dict :func:`ppa_dask.ppa.kernels.combine_first_moments` returns."""
+        raise NotImplementedError
+
+    def step_pass(self, mean, steps, spec, last=False):
+        """Apply the fitted ``steps`` to the centred samples and accumulate the fold moments of
+        the step described by ``spec`` (:class:`StepSpec`); ``last`` says that no later pass
+        needs the residual. Returns :func:`ppa_dask.ppa.kernels.combine_step_moments`'s dict."""
+        raise NotImplementedError
+
+    def objective_pass(self, mean, steps, spec):
+        """The PPA-GD objective's moments at ``spec.direction`` (same residual as
+        :meth:`step_pass`), :func:`ppa_dask.ppa.kernels.combine_objective_moments`'s dict."""
+        raise NotImplementedError
+
+    def close(self):
+        """Release what the driver holds (persisted blocks, checkpoint files)."""
 
 
-class NumpyDriver:
+class NumpyDriver(Driver):
     """In-memory driver: the kernels run on the whole array, which they walk in cache-sized
     sub-blocks; the residual is one float64 array updated in place from pass to pass."""
 
@@ -134,7 +166,7 @@ class NumpyDriver:
     def first_pass(self, sample_index):
         self.n_passes += 1
         rows = range(0, self.n_samples, self.block_rows)
-        with single_blas_thread():
+        with one_blas_thread():
             parts = [
                 kernels.first_moments(
                     self.X[a : a + self.block_rows], local_rows(sample_index, a, a + self.block_rows)
@@ -150,7 +182,7 @@ class NumpyDriver:
         else:
             source, center = self._residual, None
         frame, rotation = self._frame.plan(spec, not last, self.n_features)
-        with single_blas_thread():
+        with one_blas_thread():
             residual, moments = kernels.pass_kernel(
                 source, 0, center, self._frame.steps_into(steps[self._applied :]),
                 frame.into(spec.direction), spec.offset, spec.scale, spec.max_degree, spec.seed,
@@ -169,7 +201,7 @@ class NumpyDriver:
         else:
             source, center, frame = self._residual, None, self._frame
             pending = steps[self._applied :]
-        with single_blas_thread():
+        with one_blas_thread():
             moments = kernels.objective_pass_kernel(
                 source, center, frame.steps_into(pending), frame.into(spec.direction),
                 spec.offset, spec.scale, spec.max_degree, sub_block=self.block_rows,
@@ -178,18 +210,6 @@ class NumpyDriver:
 
     def close(self):
         self._residual = None
-
-
-def _tree_reduce(parts, combine, split_every):
-    """Combine a list of delayed partial results in a tree of fan-in ``split_every``."""
-    import dask
-
-    combine_task = dask.delayed(combine, pure=True)
-    while len(parts) > 1:
-        parts = [
-            combine_task(parts[i : i + split_every]) for i in range(0, len(parts), split_every)
-        ]
-    return parts[0]
 
 
 def _cluster_memory_bytes():
@@ -208,16 +228,6 @@ def _cluster_memory_bytes():
     import psutil
 
     return float(psutil.virtual_memory().available)
-
-
-def _uses_local_scheduler():
-    try:
-        from distributed import default_client
-
-        default_client()
-        return False
-    except (ImportError, ValueError):
-        return True
 
 
 def _workers_share_local_disk():
@@ -279,7 +289,7 @@ def _checkpointed_pass(source, target, start, center, steps, direction, offset, 
     return moments
 
 
-class DaskDriver:
+class DaskDriver(Driver):
     """Dask driver: kernels mapped over row chunks, moments tree-reduced.
 
     Parameters
@@ -332,13 +342,6 @@ class DaskDriver:
         self._applied = 0
         self.n_passes = 0
 
-    def _compute(self, *objs):
-        import dask
-
-        guard = single_blas_thread() if _uses_local_scheduler() else contextlib.nullcontext()
-        with guard:
-            return dask.compute(*objs)
-
     def first_pass(self, sample_index):
         import dask
 
@@ -349,7 +352,7 @@ class DaskDriver:
             chunk(block, local_rows(sample_index, start, stop))
             for block, start, stop in zip(self.source_blocks, self.starts, stops)
         ]
-        (total,) = self._compute(_tree_reduce(parts, kernels.combine_first_moments, self.split_every))
+        (total,) = compute(tree_reduce(parts, kernels.combine_first_moments, self.split_every))
         return total
 
     def _checkpoint_paths(self):
@@ -390,8 +393,8 @@ class DaskDriver:
                       rotation=rotation)
                 for block, target, start in zip(blocks, targets, self.starts)
             ]
-            moments = _tree_reduce(parts, kernels.combine_step_moments, self.split_every)
-            (total,) = self._compute(moments)
+            moments = tree_reduce(parts, kernels.combine_step_moments, self.split_every)
+            (total,) = compute(moments)
             self._residual = targets if keep else None
         else:
             chunk = dask.delayed(kernels.pass_kernel, pure=True, nout=2)
@@ -400,16 +403,16 @@ class DaskDriver:
                       rotation=rotation)
                 for block, start in zip(blocks, self.starts)
             ]
-            moments = _tree_reduce([o[1] for o in outs], kernels.combine_step_moments,
+            moments = tree_reduce([o[1] for o in outs], kernels.combine_step_moments,
                                    self.split_every)
             if keep:
-                local = _uses_local_scheduler()
-                with single_blas_thread() if local else contextlib.nullcontext():
+                local = uses_local_scheduler()
+                with one_blas_thread() if local else contextlib.nullcontext():
                     residual, moments = dask.persist([o[0] for o in outs], moments)
                 self._residual = residual
             else:
                 self._residual = None
-            (total,) = self._compute(moments)
+            (total,) = compute(moments)
         if previous:  # the checkpoint this pass read is no longer needed
             shutil.rmtree(os.path.dirname(previous[0]), ignore_errors=True)
         if keep:
@@ -434,8 +437,8 @@ class DaskDriver:
                   sub_block=self.block_rows)
             for block in blocks
         ]
-        (total,) = self._compute(
-            _tree_reduce(parts, kernels.combine_objective_moments, self.split_every)
+        (total,) = compute(
+            tree_reduce(parts, kernels.combine_objective_moments, self.split_every)
         )
         return _objective_in_ambient(frame, total)
 

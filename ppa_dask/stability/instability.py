@@ -55,14 +55,14 @@ from sklearn.base import clone, is_classifier
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.utils.multiclass import check_classification_targets
 
-from ._fanout import one_blas_thread
-from ._fanout import current_client, run_tasks
-from .ensemble import (
+from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask.utils.compute import current_client
+from ppa_dask.utils.fanout import run_tasks
+from ppa_dask.ensemble.bagging import (
     BagPlan,
     FeatureBaggingClassifier,
     FeatureBaggingPPA,
     FeatureBaggingRegressor,
-    _is_int,
     accumulate,
     check_coupling,
     finish,
@@ -70,7 +70,10 @@ from .ensemble import (
     member_output,
     resolve_seed,
 )
-from .ppa import PPA, _is_dask
+from ppa_dask.ppa.estimator import PPA
+from ppa_dask.utils.arrays import is_dask
+from ppa_dask.utils.params import is_int
+from ppa_dask.ppa.multifit import fit_members_shared_scans
 
 __all__ = [
     "StabilityResult",
@@ -127,7 +130,7 @@ def bagging_rounds(n_features, q, constant=1.0):
 
 
 def _check_population(value, name):
-    if not _is_int(value) or value < 2:
+    if not is_int(value) or value < 2:
         raise ValueError(f"{name} must be an int >= 2, got {value!r}")
     return int(value)
 
@@ -228,7 +231,7 @@ class _Plan:
         if axis == "instance":
             n = X.shape[0]
             row = X[index]
-            row = np.asarray(row.compute() if _is_dask(row) else row, dtype=np.float64)
+            row = np.asarray(row.compute() if is_dask(row) else row, dtype=np.float64)
             return (self.column_means * n - row) / (n - 1)
         return self.column_means
 
@@ -237,11 +240,11 @@ def _make_plan(estimator, X, y, n_components, random_state):
     n, d = X.shape
     if isinstance(estimator, (FeatureBaggingRegressor, FeatureBaggingClassifier,
                               FeatureBaggingPPA)):
-        template = estimator._template()
+        template = estimator.member_template()
         bags = estimator.bag_plan(n, d)
         specs = bags.members()
         if isinstance(estimator, FeatureBaggingPPA):
-            means = None if _is_dask(X) else X.mean(axis=0)
+            means = None if is_dask(X) else X.mean(axis=0)
             return _Plan("ppa", template, bags, specs, d, None, means)
         if isinstance(estimator, FeatureBaggingClassifier):
             y, width = _encode_classes(y, n)
@@ -259,13 +262,13 @@ def _make_plan(estimator, X, y, n_components, random_state):
     estimator = _pin_random_state(estimator, seed)
     if isinstance(estimator, PPA):
         k = n_components if n_components is not None else (estimator.n_components or 1)
-        if not _is_int(k) or not 1 <= k < d - 1:
+        if not is_int(k) or not 1 <= k < d - 1:
             raise ValueError(
                 f"n_components={k!r}: PPA's reconstruction is compared after removing a "
                 f"feature, so k must satisfy 1 <= k < d - 1 = {d - 1}"
             )
         template = clone(estimator).set_params(n_components=int(k))
-        means = None if _is_dask(X) else X.mean(axis=0)
+        means = None if is_dask(X) else X.mean(axis=0)
         return _Plan("ppa", template, bags, specs, d, None, means, bagged=False)
     if not callable(getattr(estimator, "predict", None)):
         raise TypeError(f"estimator {type(estimator).__name__} has no predict method")
@@ -318,10 +321,10 @@ def _encode_classes(y, n):
 
 
 def _check_arrays(X, X_eval, estimator):
-    if _is_dask(X_eval):
+    if is_dask(X_eval):
         raise TypeError("X_eval is a Dask array; pass the evaluation points in memory (a "
                         "sample of rows).")
-    if _is_dask(X):
+    if is_dask(X):
         if not isinstance(estimator, (PPA, FeatureBaggingPPA)):
             raise TypeError(
                 "X is a Dask array: out-of-core refits (all of them from shared scans) are for "
@@ -369,7 +372,7 @@ def _choose_indices(given, count, population, rng_seed, axis):
         return idx
     if count is None or count >= population:
         return np.arange(population)
-    if not _is_int(count) or count < 1:
+    if not is_int(count) or count < 1:
         raise ValueError(f"n_{axis}s must be an int >= 1, got {count!r}")
     rng = np.random.default_rng([rng_seed, 9])
     return np.sort(rng.choice(population, size=int(count), replace=False))
@@ -538,7 +541,7 @@ def _instability(axis, estimator, X, y, X_eval, method, coupling, given, count, 
             items.append((int(index), changed))
     work = [item for item in items if item[1]]
 
-    if _is_dask(X):
+    if is_dask(X):
         # out of core: the members and every refit from the same 1 + k scans
         outputs, results = _shared_scan_outputs(plan, X, X_eval, work)
     else:
@@ -549,7 +552,7 @@ def _instability(axis, estimator, X, y, X_eval, method, coupling, given, count, 
         terms = _oob_terms(plan, X, outputs, f, axis, indices)
         return _summarise(terms, indices, population, n_refits=0, **common)
 
-    if not _is_dask(X):
+    if not is_dask(X):
         results = {}
         for k, value in run_tasks(_refit_task, work, (X, plan.y, plan.template, plan.kind,
                                                       X_eval, plan.width),
@@ -570,8 +573,6 @@ def _instability(axis, estimator, X, y, X_eval, method, coupling, given, count, 
 
 def _shared_scan_outputs(plan, X, X_eval, work):
     """PPA members and their refits fitted together from shared scans of a Dask array."""
-    from ._multifit import fit_members_shared_scans
-
     specs = list(plan.specs) + [spec for _, changed in work for _, spec in changed]
     members, info = fit_members_shared_scans(X, specs, plan.template)
     plan.column_means = info["feature_mean"]

@@ -48,6 +48,9 @@ from sklearn.base import (
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
+from ppa_dask.utils.arrays import is_dask
+from ppa_dask.utils.compute import compute
+from ppa_dask.ppa.estimator import PPA
 
 __all__ = [
     "VariablyScaled",
@@ -159,14 +162,6 @@ def _rowblock_matvec(Zi, blocks, v, kernel, gamma):
 # -------------------------------------------------------------------------------------------
 # helpers: validation, psi evaluation
 # -------------------------------------------------------------------------------------------
-
-
-def _is_dask(X):
-    try:
-        import dask.array as da
-    except ImportError:  # pragma: no cover - dask is a dependency
-        return False
-    return isinstance(X, da.Array)
 
 
 def _name(obj):
@@ -432,8 +427,6 @@ class PPAScaling(TransformerMixin, BaseEstimator):
         self.whiten = whiten
 
     def fit(self, X, y=None):
-        from .ppa import PPA
-
         X = validate_data(self, X, reset=True, dtype=np.float64)
         self.ppa_ = PPA(
             n_components=self.n_components, degree=self.degree, cv=self.cv,
@@ -835,7 +828,7 @@ class SVMExtraction(ClassifierMixin, BaseEstimator):
 
 def _augmented(X, psi):
     """``[X, psi(X)]`` as numpy (or Dask when X is Dask)."""
-    if _is_dask(X):
+    if is_dask(X):
         return _augmented_dask(X, psi)
     X = _check_X(X)
     if psi is None:
@@ -856,8 +849,8 @@ def _augmented_dask(X, psi):
         X = X.rechunk({1: -1})
     if psi is None:
         return X
-    if _is_dask(psi) or isinstance(psi, np.ndarray) or not (callable(psi) or hasattr(psi, "transform")):
-        values = psi if _is_dask(psi) else da.from_array(np.asarray(psi, dtype=np.float64))
+    if is_dask(psi) or isinstance(psi, np.ndarray) or not (callable(psi) or hasattr(psi, "transform")):
+        values = psi if is_dask(psi) else da.from_array(np.asarray(psi, dtype=np.float64))
         if values.ndim == 1:
             values = values[:, None]
         if values.shape[0] != X.shape[0]:
@@ -903,7 +896,7 @@ def vsk_gram(X, psi=None, kernel="rbf", gamma=1.0, Y=None):
     >>> bool(np.allclose(K, rbf_kernel(X, gamma=2.0) * rbf_kernel(p[:, None], gamma=2.0)))
     True
     """
-    if _is_dask(X):
+    if is_dask(X):
         raise TypeError("vsk_gram builds the dense n x n matrix: use blockwise_* for Dask input")
     Z = _augmented(X, psi)
     return gram_tile(Z, Z if Y is None else _check_X(Y, "Y"), kernel, gamma)
@@ -991,16 +984,10 @@ def _row_blocks(Z, tile_rows):
     Also returns the persisted array: the caller keeps it alive, since on a distributed
     cluster the chunks are released as soon as no collection refers to them.
     """
-    if _is_dask(Z):
+    if is_dask(Z):
         Z = Z.rechunk((tile_rows, -1)).persist()
         return Z.to_delayed().ravel().tolist(), Z
     return [Z[s:s + tile_rows] for s in range(0, Z.shape[0], tile_rows)], None
-
-
-def _compute(tasks):
-    import dask
-
-    return dask.compute(*tasks)
 
 
 def blockwise_spectral_ratio(
@@ -1042,7 +1029,7 @@ def blockwise_spectral_ratio(
         import dask
 
         task = dask.delayed(_upper_rowblock_stats, pure=True)
-        parts = _compute([task(blocks[i:], kernel, gamma) for i in range(len(blocks))])
+        parts = compute(*[task(blocks[i:], kernel, gamma) for i in range(len(blocks))])
         del persisted
     else:
         parts = [_upper_rowblock_stats(blocks[i:], kernel, gamma) for i in range(len(blocks))]
@@ -1085,7 +1072,7 @@ def tiled_gram_operator(X, psi=None, kernel="rbf", gamma=1.0, tile_rows=1024):
 
         def matvec(v, _keep_alive=persisted):
             dv = dask.delayed(np.asarray(v, dtype=np.float64).ravel(), pure=True)
-            return np.concatenate(_compute([task(b, blocks, dv, kernel, gamma) for b in blocks]))
+            return np.concatenate(compute(*[task(b, blocks, dv, kernel, gamma) for b in blocks]))
     else:
 
         def matvec(v):

@@ -30,6 +30,9 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from ppa_dask.utils.params import check_float, check_int
+from ppa_dask.utils.seeds import resolve_seed
+from ppa_dask.store.model_files import open_dataset, write_dataset
 
 __all__ = ["make_cube", "cube_wavelengths"]
 
@@ -155,8 +158,6 @@ def _band_block(model, what, dtype, time_axis, block_info=None):
 
 
 def _normalise_chunks(chunks, dims, shape):
-    from .datasets import _check_int
-
     if chunks is None:
         return None
     if isinstance(chunks, numbers.Integral) and not isinstance(chunks, bool):
@@ -170,7 +171,7 @@ def _normalise_chunks(chunks, dims, shape):
     out = []
     for dim, size in zip(dims, shape):
         c = chunks.get(dim, 1 if dim == "time" else size)
-        c = size if c in (-1, None) else _check_int(f"chunks[{dim!r}]", c, 1)
+        c = size if c in (-1, None) else check_int(f"chunks[{dim!r}]", c, 1)
         out.append(min(c, size))
     return tuple(out)
 
@@ -233,23 +234,21 @@ def make_cube(n_bands=32, ny=64, nx=64, n_times=None, noise=0.005, cloud_fractio
     import xarray as xr
 
     # (imported here: datasets re-exports this function, so it imports this module)
-    from .datasets import _check_float, _check_int, _resolve_seed
-
-    n_bands = _check_int("n_bands", n_bands, 2)
-    ny = _check_int("ny", ny, 1)
-    nx = _check_int("nx", nx, 1)
+    n_bands = check_int("n_bands", n_bands, 2)
+    ny = check_int("ny", ny, 1)
+    nx = check_int("nx", nx, 1)
     if n_times is not None:
-        n_times = _check_int("n_times", n_times, 1)
-    noise = _check_float("noise", noise, minimum=0.0)
-    cloud_fraction = _check_float("cloud_fraction", cloud_fraction, minimum=0.0)
+        n_times = check_int("n_times", n_times, 1)
+    noise = check_float("noise", noise, minimum=0.0)
+    cloud_fraction = check_float("cloud_fraction", cloud_fraction, minimum=0.0)
     if cloud_fraction >= 1.0:
         raise ValueError(f"cloud_fraction must be < 1, got {cloud_fraction}")
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype("float32"), np.dtype("float64")):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype}")
-    length = max(ny, nx) / 6.0 if field_scale is None else _check_float(
+    length = max(ny, nx) / 6.0 if field_scale is None else check_float(
         "field_scale", field_scale, minimum=0.0, strict=True)
-    seed = _resolve_seed(random_state)
+    seed = resolve_seed(random_state)
     model = _CubeModel(seed, n_bands, nx, n_times, noise, cloud_fraction, length, length / 2.0)
 
     time_axis = n_times is not None
@@ -305,7 +304,6 @@ def make_cube(n_bands=32, ny=64, nx=64, n_times=None, noise=0.005, cloud_fractio
     ds["y"].attrs["units"] = ds["x"].attrs["units"] = "m"
     if path is None:
         return ds
-    from .store import open_dataset, write_dataset
 
     written = write_dataset(ds, path, overwrite=overwrite)
     return open_dataset(written)

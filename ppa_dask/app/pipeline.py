@@ -83,7 +83,14 @@ import time
 
 import numpy as np
 
-from ._drivers import single_blas_thread
+from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask import datasets
+from ppa_dask import store
+from ppa_dask.app.cluster import compute_with_progress
+from ppa_dask.app.cluster import step_reporter
+from ppa_dask.ppa.estimator import PPA
+from ppa_dask.ppa.kernels import row_hash
+from ppa_dask.utils.version import VERSION
 
 __all__ = [
     "PipelineError",
@@ -356,8 +363,6 @@ def _check_section(raw, fields, where, errors):
 
 
 def _dataset_names():
-    from . import datasets
-
     # the loaders of tables: load_<name>(return_X_y=True) -> (X, y)
     return sorted(n[len("load_"):] for n in dir(datasets)
                   if n.startswith("load_") and callable(getattr(datasets, n))
@@ -405,8 +410,6 @@ def _check_data(raw, errors):
 
 def _check_params_against(func_name, params, where, errors):
     """Keys of ``params`` must be keyword arguments of ``ppa_dask.datasets.<func_name>``."""
-    from . import datasets
-
     func = getattr(datasets, func_name, None)
     if func is None:
         errors.append(f"data.source: ppa_dask.datasets.{func_name} is not available")
@@ -605,7 +608,7 @@ def pca_reconstruction_errors(X, in_memory_bytes=PCA_IN_MEMORY_BYTES, X_eval=Non
         X = np.asarray(X, dtype=np.float64)
         E = X if same else np.asarray(X_eval, dtype=np.float64)
         sums = np.zeros(d)
-        with single_blas_thread():  # threaded BLAS is several times slower on this work
+        with one_blas_thread():  # threaded BLAS is several times slower on this work
             pca = PCA(svd_solver="covariance_eigh").fit(X)
             for start in range(0, E.shape[0], PCA_ERROR_BLOCK_ROWS):
                 block = E[start: start + PCA_ERROR_BLOCK_ROWS]
@@ -693,39 +696,27 @@ def error_rows(pca_errors, ppa_errors, ks):
 def _write_table(X, path, attrs=None):
     """Write a 2-D Dask/numpy array as a result array (temporary sibling, marked complete,
     renamed into place: ppa_dask.store.write_array)."""
-    from . import store
-
     store.write_array(X, path, attrs=attrs)
 
 
 def _open_table(path):
-    from . import store
-
     return store.open_array(path)
 
 
 def _write_cube(cube, path, name):
     """Write a DataArray as a Zarr group (atomically: ppa_dask.store.write_dataset)."""
-    from . import store
-
     store.write_dataset(cube.rename(name), path)
 
 
 def _open_cube(path, name):
-    from . import store
-
     return store.open_dataset(path)[name]
 
 
 def _save_model(model, path):
-    from . import store
-
     store.save_model(model, path)
 
 
 def _load_model(path):
-    from . import store
-
     return store.load_model(path)
 
 
@@ -793,9 +784,8 @@ class Run:
     def _stage_key(self, stage, external):
         config = {name: self.config.get(name) for name in STAGE_CONFIG[stage]}
         upstream = {name: self.keys[name] for name in STAGE_INPUTS[stage]}
-        from . import __version__
 
-        return _sha256({"format": FORMAT_VERSION, "ppa_dask": __version__, "stage": stage,
+        return _sha256({"format": FORMAT_VERSION, "ppa_dask": VERSION, "stage": stage,
                         "config": config, "upstream": upstream, "inputs": external})
 
     def _outputs_unchanged(self, marker, stage_dir):
@@ -862,9 +852,7 @@ class Run:
         if data["source"] in ("zarr", "xarray"):
             return {"path": data["path"], "fingerprint": fingerprint(data["path"])}
         if data["source"] == "dataset":
-            from . import __version__
-
-            return {"dataset": data["name"], "ppa_dask": __version__}
+            return {"dataset": data["name"], "ppa_dask": VERSION}
         return {}
 
     def _summary(self):
@@ -894,8 +882,6 @@ class Run:
                 cube = _open_cube(self.path("load", "data.zarr"), data["variable"])
             return "cube", cube, info["feature_dim"]
         if data["source"] == "zarr":
-            from . import store
-
             X = store.open_input(data["path"], variable=data["variable"])
         else:
             X = _open_table(self.path("load", "data.zarr"))
@@ -918,8 +904,6 @@ class Run:
         source = data["source"]
         out = self.path("load", "data.zarr")
         if source == "zarr":
-            from . import store
-
             X = store.open_input(data["path"], variable=data["variable"])
             if getattr(X, "ndim", None) != 2 or hasattr(X, "dims"):
                 raise PipelineError(
@@ -946,8 +930,6 @@ class Run:
             return ["source.json"], {"layout": "cube", "feature_dim": dim,
                                      "sizes": dict(cube.sizes)}
         if source == "make_cube":
-            from . import datasets
-
             ds = datasets.make_cube(random_state=seed, path=out, **data["params"])
             cube = _cube_variable(ds, data["variable"], data["feature_dim"], "make_cube")
             self.log(f"  data: make_cube {dict(cube.sizes)} written to {out}")
@@ -956,8 +938,6 @@ class Run:
         import dask.array as da
 
         if source == "dataset":
-            from . import datasets
-
             X, _ = getattr(datasets, f"load_{data['name']}")(return_X_y=True)
             X = np.asarray(X, dtype=np.float64)
             names = None
@@ -968,7 +948,6 @@ class Run:
                 names = None
             what = f"bundled data set {data['name']!r}"
         else:  # generated
-            from . import datasets
 
             gen = datasets.make_helix if data["kind"] == "helix" else datasets.make_curved_manifold
             X = gen(data["n_samples"], n_features=data["n_features"], random_state=seed,
@@ -1001,7 +980,6 @@ class Run:
     def _preprocess_table(self, X, pre, names=None, cube_info=None):
         import dask.array as da
 
-        from .cluster import compute_with_progress
 
         X = X.astype(np.float64)
         if X.numblocks[1] != 1:
@@ -1113,9 +1091,6 @@ class Run:
         return outputs + ["cube.zarr"], info
 
     def _run_fit(self):
-        from .cluster import step_reporter
-        from .ppa import PPA
-
         params = dict(self.config["model"])
         model = PPA(random_state=self.config["seed"], **params)
         what = f"PPA({', '.join(f'{k}={v!r}' for k, v in params.items())})"
@@ -1299,8 +1274,6 @@ def _split_seed(seed):
 
 def _held_out_rows(index, seed, fraction):
     """Rows of a block of global row indices held out for testing (about ``fraction``)."""
-    from .kernels import row_hash
-
     if index.size == 0:
         return np.zeros(0, dtype=bool)
     h = row_hash(int(index[0]), int(index[-1]) + 1, seed)
@@ -1330,7 +1303,6 @@ def open_zarr_dataset(path):
 
     import xarray as xr
 
-    from . import store
 
     if not _is_url(path) and not os.path.exists(path):
         raise FileNotFoundError(f"no Zarr store at {path!r}")
@@ -1376,7 +1348,7 @@ def _versions():
     out = {"python": platform.python_version()}
     for name in ("ppa_dask", "numpy", "dask", "distributed", "zarr", "xarray"):
         try:
-            out[name] = getattr(__import__(name), "__version__", "?")
+            out[name] = getattr(__import__(name), "VERSION", "?")
         except Exception:  # pragma: no cover
             out[name] = None
     return out

@@ -59,6 +59,7 @@ import warnings
 
 import numpy as np
 import xarray as xr
+from ppa_dask.utils.arrays import is_dask
 
 __all__ = ["COMPONENT_DIM", "NAN_POLICIES", "fit", "transform", "inverse_transform"]
 
@@ -67,12 +68,6 @@ COMPONENT_DIM = "component"
 NAN_POLICIES = ("raise", "drop_samples")
 _VARIABLE_DIM = "variable"  # features of a Dataset
 _REPORT_ROWS = 1000  # partial-NaN samples inspected to name the features concerned
-
-
-def _is_dask(a):
-    from ppa_dask.ppa import _is_dask
-
-    return _is_dask(a)
 
 
 # -------------------------------------------------------------------------------------------
@@ -161,7 +156,7 @@ def _nan_counts(data2d):
     """NaN count per sample (small unsigned ints) and per feature, in one read of the data."""
     d = data2d.shape[1]
     dtype = np.uint8 if d < 2**8 else np.uint16 if d < 2**16 else np.uint32
-    if _is_dask(data2d):
+    if is_dask(data2d):
         import dask
         import dask.array as da
 
@@ -192,7 +187,7 @@ def _partial_report(data2d, partial, nan_kept, kept_idx, feature_labels, sample_
     rows = np.flatnonzero(partial)
     look = rows[:_REPORT_ROWS]
     block = data2d[look]
-    block = np.asarray(block.compute() if _is_dask(block) else block)[:, kept_idx]
+    block = np.asarray(block.compute() if is_dask(block) else block)[:, kept_idx]
     per_feature = np.isnan(block).sum(axis=0)
     named = [
         f"{feature_dim} {feature_labels[kept_idx[j]]} ({int(per_feature[j])})"
@@ -292,7 +287,7 @@ def fit(est, X, feature_dim=None, nan_policy="raise", progress=None):
     if not valid.all():
         # a concrete numpy mask keeps the Dask chunk sizes known
         Xfit = Xfit[valid]
-        if _is_dask(Xfit) and 0 in Xfit.chunks[0]:
+        if is_dask(Xfit) and 0 in Xfit.chunks[0]:
             Xfit = Xfit.rechunk({0: tuple(c for c in Xfit.chunks[0] if c > 0)})
     if progress is None:
         est.fit(Xfit)
@@ -371,7 +366,7 @@ def transform(est, X):
     kept = np.asarray(layout["kept"])
     kept_idx = None if kept.all() else np.flatnonzero(kept)
     n_out = _n_outputs(est)
-    if _is_dask(data2d):
+    if is_dask(data2d):
         data2d = data2d.rechunk({1: -1})
         out = data2d.map_blocks(
             _transform_rows, est, kept_idx, n_out, dtype=np.float64,
@@ -437,7 +432,7 @@ def inverse_transform(est, R):
     d = layout["n_features"]
     kept = np.asarray(layout["kept"])
     kept_idx = None if kept.all() else np.flatnonzero(kept)
-    if _is_dask(data2d):
+    if is_dask(data2d):
         data2d = data2d.rechunk({1: -1})
         out = data2d.map_blocks(
             _inverse_rows, est, kept_idx, d, dtype=np.float64, chunks=(data2d.chunks[0], (d,)),

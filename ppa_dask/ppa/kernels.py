@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _fused
+from ppa_dask.ppa import fused as _fused
 
 __all__ = [
     "StepParams",
@@ -117,7 +117,7 @@ def chebyshev_basis(s, degree, derivatives=1):
     return [r.T for r in rows]
 
 
-def _extended_rows(t, degree, lo, hi, derivatives=0, out=None):
+def extended_rows(t, degree, lo, hi, derivatives=0, out=None):
     """Rows ``(derivatives+1, degree+1, n)`` of the basis continued linearly outside [lo, hi]."""
     return _fused.chebyshev_rows(t, degree, derivatives, lo, hi, out=out)
 
@@ -132,7 +132,7 @@ def basis_with_extension(t, degree, lo, hi, derivatives=0):
     Returns ``V`` (shape ``(n, degree + 1)``) alone when ``derivatives == 0``, else the list
     ``[V, V', ...]``.
     """
-    rows = _extended_rows(np.asarray(t, dtype=np.float64), degree, lo, hi, derivatives)
+    rows = extended_rows(np.asarray(t, dtype=np.float64), degree, lo, hi, derivatives)
     return rows[0].T if derivatives == 0 else [r.T for r in rows]
 
 
@@ -225,7 +225,7 @@ def _product_indices(degree):
     return i + j, np.abs(i - j)
 
 
-def _gram_from_sums(sums, degree):
+def gram_from_sums(sums, degree):
     """``sum v v^T`` from ``sums[k] = sum T_k``, k <= 2 degree: ``T_i T_j = (T_{i+j} + T_{|i-j|})/2``.
 
     Replaces a (g+1) x n x (g+1) product by a few more rows of the recurrence and row sums.
@@ -235,7 +235,7 @@ def _gram_from_sums(sums, degree):
 
 
 def _moments_dict(sums, yv, zz, counts, tmin, tmax, degree):
-    return dict(n=counts, vv=_gram_from_sums(sums, degree), yv=yv, zz=zz, tmin=tmin, tmax=tmax)
+    return dict(n=counts, vv=gram_from_sums(sums, degree), yv=yv, zz=zz, tmin=tmin, tmax=tmax)
 
 
 def step_moments(Yt, start, direction, offset, scale, degree, seed=0, n_folds=1):
@@ -460,7 +460,7 @@ def jacobian_block(X, model):
         e = step.direction
         degree = step.coef.shape[1] - 1
         alpha = e @ Yt
-        _, D = _extended_rows(step.coordinate(alpha), degree, step.lo, step.hi, 1)
+        _, D = extended_rows(step.coordinate(alpha), degree, step.lo, step.hi, 1)
         dalpha = np.einsum("j,njk->nk", e, G)
         J[:, p, :] = dalpha
         slope = e[None, :] + (D.T @ step.coef.T) / step.scale  # d(e alpha + U v)/d alpha
@@ -522,7 +522,7 @@ def objective_moments(Yt, direction, offset, scale, degree):
         yyt[m] = (Yt if m == 0 else Yt * T[m]) @ Yt.T
     return dict(
         n=n,
-        vv=_gram_from_sums(T.sum(axis=1), degree),
+        vv=gram_from_sums(T.sum(axis=1), degree),
         yt=Yt @ T.T,
         yyt=yyt,
         tmin=float(t.min()) if n else np.inf,

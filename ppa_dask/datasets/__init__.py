@@ -1,0 +1,70 @@
+"""Data sets: seeded synthetic generators, the hyperspectral cube, the paper's toy data and the
+bundled real data sets.
+
+Synthetic samples (:mod:`.synthetic`: helix and curved manifolds whose values depend only on
+the seed and the row index, never on chunking, and :func:`write_zarr` for large stores), the
+cube (:mod:`.cube`: band x y x x spectra with clouds), the two parabolas of the PPA paper
+(:mod:`.toys`) and loaders of the real data sets shipped compressed in ``data/``
+(:mod:`.loaders`, with their provenance).
+
+>>> from ppa_dask.datasets import make_helix
+"""
+
+from ppa_dask.datasets.cube import cube_wavelengths, make_cube
+from ppa_dask.datasets.loaders import (
+    load_abalone,
+    load_breast_cancer_wisconsin,
+    load_covid_italy,
+    load_cpu_act,
+    load_house_8l,
+    load_japanese_vowels,
+    load_magic_gamma,
+    load_page_blocks,
+    load_paper_dataset,
+    load_sat,
+    load_segmentation,
+    load_vehicles,
+    PAPER_DATASETS,
+    PAPER_SHAPES,
+    SEGMENTATION_DROPPED,
+)
+from ppa_dask.datasets.synthetic import (
+    curved_manifold_eigenvalues,
+    generate_rows,
+    generated_dask_array,
+    make_curved_manifold,
+    make_demo_blocks,
+    make_helix,
+    rotation_matrix,
+    write_zarr,
+)
+from ppa_dask.datasets.toys import make_parabolas
+
+__all__ = [
+    "make_helix",
+    "make_curved_manifold",
+    "curved_manifold_eigenvalues",
+    "rotation_matrix",
+    "generate_rows",
+    "make_demo_blocks",
+    "generated_dask_array",
+    "write_zarr",
+    "make_cube",
+    "cube_wavelengths",
+    "make_parabolas",
+    "PAPER_DATASETS",
+    "PAPER_SHAPES",
+    "SEGMENTATION_DROPPED",
+    "load_paper_dataset",
+    "load_magic_gamma",
+    "load_japanese_vowels",
+    "load_page_blocks",
+    "load_sat",
+    "load_segmentation",
+    "load_vehicles",
+    "load_breast_cancer_wisconsin",
+    "load_abalone",
+    "load_cpu_act",
+    "load_house_8l",
+    "load_covid_italy",
+]

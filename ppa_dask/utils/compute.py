@@ -1,0 +1,93 @@
+"""Computing Dask collections: tree reductions, the current Client, one BLAS thread locally.
+
+Dask reductions in the package follow the chunk / combine / aggregate pattern of
+``dask.array.reductions``: a pure per-chunk function, partial results merged in a tree of fan-in
+``split_every`` (:func:`tree_reduce`), one ``compute`` at the end (:func:`compute`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ppa_dask.utils.blas import one_blas_thread
+
+__all__ = ["compute", "current_client", "tree_reduce", "uses_local_scheduler"]
+
+
+def tree_reduce(parts, combine, split_every):
+    """Combine a list of delayed partial results in a tree of fan-in ``split_every``.
+
+    Parameters
+    ----------
+    parts : list of dask.delayed.Delayed
+    combine : callable
+        Takes a list of partial results, returns one (pure: its task is content-keyed).
+    split_every : int
+        Fan-in of each combine task.
+
+    Returns
+    -------
+    dask.delayed.Delayed
+        The single merged result (``parts[0]`` itself when there is only one part).
+
+    Examples
+    --------
+    >>> import dask
+    >>> parts = [dask.delayed(i) for i in range(10)]
+    >>> tree_reduce(parts, sum, 4).compute()
+    45
+    """
+    import dask
+
+    combine_task = dask.delayed(combine, pure=True)
+    while len(parts) > 1:
+        parts = [
+            combine_task(parts[i : i + split_every]) for i in range(0, len(parts), split_every)
+        ]
+    return parts[0]
+
+
+def uses_local_scheduler():
+    """True when there is no default distributed Client (Dask runs in this process)."""
+    try:
+        from distributed import default_client
+
+        default_client()
+        return False
+    except (ImportError, ValueError):
+        return True
+
+
+def current_client():
+    """The default distributed Client, or None (also None inside a running task, where
+    submitting more tasks could deadlock a small cluster)."""
+    try:
+        from distributed import default_client, get_worker
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        return None
+    try:
+        get_worker()
+        return None
+    except ValueError:
+        pass
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def compute(*collections):
+    """``dask.compute(*collections)``, with one BLAS thread when Dask runs in this process.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> (total,) = compute(da.ones(10, chunks=5).sum())
+    >>> float(total)
+    10.0
+    """
+    import dask
+
+    guard = one_blas_thread() if uses_local_scheduler() else contextlib.nullcontext()
+    with guard:
+        return dask.compute(*collections)
