@@ -53,17 +53,35 @@ def base_parser(description, default_output):
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--output", default=default_output,
-                        help=f"folder for tables and figures (default: {default_output})")
-    parser.add_argument("--repeats", type=_positive_int, default=None,
-                        help="independent repetitions (random splits / data draws)")
-    parser.add_argument("--quick", action="store_true",
-                        help="small settings (subsets, few repetitions) for tests and smoke runs")
-    parser.add_argument("--seed", type=_nonnegative_int, default=0,
-                        help="base seed; every task's seed is derived from it (default: 0)")
-    parser.add_argument("--workers", type=_nonnegative_int, default=2,
-                        help="Dask worker processes of the local cluster, one thread each; "
-                             "0 runs the tasks in this process (default: 2)")
+    parser.add_argument(
+        "--output",
+        default=default_output,
+        help=f"folder for tables and figures (default: {default_output})",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=None,
+        help="independent repetitions (random splits / data draws)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small settings (subsets, few repetitions) for tests and smoke runs",
+    )
+    parser.add_argument(
+        "--seed",
+        type=_nonnegative_int,
+        default=0,
+        help="base seed; every task's seed is derived from it (default: 0)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_nonnegative_int,
+        default=2,
+        help="Dask worker processes of the local cluster, one thread each; "
+        "0 runs the tasks in this process (default: 2)",
+    )
     return parser
 
 
@@ -73,11 +91,18 @@ def paper_datasets_parser(description, default_output, quick_gd_iter=5):
 
     def parse(argv=None):
         parser = base_parser(description, default_output)
-        parser.add_argument("--datasets", type=csv_list(str), default=list(PAPER_DATASETS),
-                            help="comma-separated subset of " + ",".join(PAPER_DATASETS))
-        parser.add_argument("--gd-max-iter", type=int, default=None,
-                            help=f"PPA-GD objective evaluations per step (default 20; quick "
-                                 f"{quick_gd_iter})")
+        parser.add_argument(
+            "--datasets",
+            type=csv_list(str),
+            default=list(PAPER_DATASETS),
+            help="comma-separated subset of " + ",".join(PAPER_DATASETS),
+        )
+        parser.add_argument(
+            "--gd-max-iter",
+            type=int,
+            default=None,
+            help=f"PPA-GD objective evaluations per step (default 20; quick {quick_gd_iter})",
+        )
         args = parser.parse_args(argv)
         unknown = [name for name in args.datasets if name not in PAPER_DATASETS]
         if unknown:
@@ -100,7 +125,9 @@ def csv_list(kind):
         try:
             items = [kind(item) for item in text.split(",") if item.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated list, got {text!r}"
+            ) from None
         if not items:
             raise argparse.ArgumentTypeError("the list is empty")
         return items
@@ -115,18 +142,23 @@ def run_fanout(func, specs, workers, label="tasks", verbose=True):
     specs = list(specs)
     results = [None] * len(specs)
     if workers == 0:
-        for position, result in run_tasks(func, specs, client=None, label=label,
-                                          verbose=int(verbose)):
+        for position, result in run_tasks(
+            func, specs, client=None, label=label, verbose=int(verbose)
+        ):
             results[position] = result
         return results
     from ppa_dask.app.cluster import dashboard_link, local_client
 
     with local_client(n_workers=workers) as client:
         if verbose:
-            print(f"{label}: {len(specs)} tasks on {workers} workers, dashboard "
-                  f"{dashboard_link(client)}", flush=True)
-        for position, result in run_tasks(func, specs, client=client, label=label,
-                                          verbose=int(verbose)):
+            print(
+                f"{label}: {len(specs)} tasks on {workers} workers, dashboard "
+                f"{dashboard_link(client)}",
+                flush=True,
+            )
+        for position, result in run_tasks(
+            func, specs, client=client, label=label, verbose=int(verbose)
+        ):
             results[position] = result
     return results
 
@@ -158,8 +190,9 @@ def _csv_cell(value):
     return str(value)
 
 
-def write_table(directory, stem, columns, rows, title=None, fmt=".3f", md_columns=None,
-                md_rows=None):
+def write_table(
+    directory, stem, columns, rows, title=None, fmt=".3f", md_columns=None, md_rows=None
+):
     """Write ``rows`` (dicts) as ``stem.csv`` and ``stem.md``; return the markdown text.
 
     ``columns`` is a list of ``(key, header)`` or ``(key, header, format)``; the CSV has the
@@ -222,8 +255,15 @@ def new_figure(nrows=1, ncols=1, figsize=(6, 4), projection=None, squeeze=False)
     if projection is None:
         axes = fig.subplots(nrows, ncols, squeeze=squeeze)
     else:
-        axes = np.array([[fig.add_subplot(nrows, ncols, i * ncols + j + 1, projection=projection)
-                          for j in range(ncols)] for i in range(nrows)])
+        axes = np.array(
+            [
+                [
+                    fig.add_subplot(nrows, ncols, i * ncols + j + 1, projection=projection)
+                    for j in range(ncols)
+                ]
+                for i in range(nrows)
+            ]
+        )
     return fig, axes
 
 
@@ -257,8 +297,11 @@ def write_json(directory, name, obj):
 def write_report(directory, title, command, sections, figures, elapsed):
     """``report.md``: the command, the markdown tables and links to the figures."""
     lines = [f"# {title}", "", "```", command, "```", ""]
-    lines += [f"Run time: {elapsed:.1f} s on {platform.node() or 'this machine'} "
-              f"(Python {platform.python_version()}).", ""]
+    lines += [
+        f"Run time: {elapsed:.1f} s on {platform.node() or 'this machine'} "
+        f"(Python {platform.python_version()}).",
+        "",
+    ]
     for text in sections:
         lines += [text, ""]
     for name in figures:

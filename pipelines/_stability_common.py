@@ -33,15 +33,24 @@ DATASETS = ("diabetes", "abalone", "cpu_act", "house_8l")
 
 def base_parser(description, default_output):
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--output", default=default_output,
-                   help=f"output folder (default: {default_output})")
-    p.add_argument("--workers", type=int, default=2,
-                   help="local Dask workers, one thread each (0: run in this process)")
-    p.add_argument("--scheduler", default=None,
-                   help="address of a running Dask scheduler to use instead of a local cluster")
+    p.add_argument(
+        "--output", default=default_output, help=f"output folder (default: {default_output})"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="local Dask workers, one thread each (0: run in this process)",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        help="address of a running Dask scheduler to use instead of a local cluster",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
-    p.add_argument("--small", action="store_true",
-                   help="a small grid that finishes in a minute or two")
+    p.add_argument(
+        "--small", action="store_true", help="a small grid that finishes in a minute or two"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -97,8 +106,9 @@ def run_grid(func, settings, shared, output, client, label, quiet=False, context
             todo.append(setting)
     if todo and client is not None:
         _ship_by_value(func)
-    for k, result in run_tasks(func, todo, shared, client=client, label=label,
-                               verbose=0 if quiet else 1):
+    for k, result in run_tasks(
+        func, todo, shared, client=client, label=label, verbose=0 if quiet else 1
+    ):
         key = setting_key(todo[k], context)
         result = result if isinstance(result, list) else [result]
         result = [dict(r, _key=key) for r in result]
@@ -161,8 +171,11 @@ def markdown_table(rows, columns, headers=None):
 def command_line(argv):
     import shlex
 
-    script = os.path.relpath(sys.modules["__main__"].__file__) \
-        if hasattr(sys.modules.get("__main__"), "__file__") else "pipelines/..."
+    script = (
+        os.path.relpath(sys.modules["__main__"].__file__)
+        if hasattr(sys.modules.get("__main__"), "__file__")
+        else "pipelines/..."
+    )
     return "python " + " ".join(shlex.quote(a) for a in [script, *argv])
 
 
@@ -184,8 +197,9 @@ def load_dataset(name, n_samples=None, seed=0, standardize=False):
         raise ValueError(f"unknown data set {name!r}; choose from {DATASETS}")
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if n_samples is not None and n_samples < X.shape[0]:
-        rows = np.sort(np.random.default_rng([seed, 17]).choice(X.shape[0], n_samples,
-                                                                 replace=False))
+        rows = np.sort(
+            np.random.default_rng([seed, 17]).choice(X.shape[0], n_samples, replace=False)
+        )
         X, y = X[rows], y[rows]
     if standardize:
         sd = X.std(axis=0)

@@ -18,8 +18,8 @@ if ROOT not in sys.path:  # run from a checkout without installing
     sys.path.insert(1, ROOT)
 
 #: The paper's SVM grids (section 6.1): C = 2^-6 .. 2^5, gamma = 10^-6 .. 10^1.
-C_GRID = tuple(2.0 ** k for k in range(-6, 6))
-GAMMA_GRID = tuple(10.0 ** k for k in range(-6, 2))
+C_GRID = tuple(2.0**k for k in range(-6, 6))
+GAMMA_GRID = tuple(10.0**k for k in range(-6, 2))
 
 
 # -------------------------------------------------------------------------------------------
@@ -107,7 +107,9 @@ def tuned(estimator, grid, cv=5):
     """GridSearchCV by weighted F1 (the paper's score), no refit warnings on one-class folds."""
     from sklearn.model_selection import GridSearchCV
 
-    return GridSearchCV(estimator, grid, cv=cv, scoring="f1_weighted", n_jobs=1, error_score="raise")
+    return GridSearchCV(
+        estimator, grid, cv=cv, scoring="f1_weighted", n_jobs=1, error_score="raise"
+    )
 
 
 def markdown_table(df, floatfmt="{:.3f}"):

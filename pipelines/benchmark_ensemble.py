@@ -50,14 +50,18 @@ def parse_args(argv=None):
 def fanout(args, client):
     from sklearn.tree import DecisionTreeRegressor
 
-    from ppa_dask.utils.blas import one_blas_thread
     from ppa_dask.ensemble import FeatureBaggingRegressor, fit_member
+    from ppa_dask.utils.blas import one_blas_thread
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40_000, 20))
     y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2] + 0.3 * rng.normal(size=40_000)
-    model = FeatureBaggingRegressor(DecisionTreeRegressor(max_depth=12),
-                                    n_estimators=args.members, max_features=0.5, random_state=0)
+    model = FeatureBaggingRegressor(
+        DecisionTreeRegressor(max_depth=12),
+        n_estimators=args.members,
+        max_features=0.5,
+        random_state=0,
+    )
     specs = model.bag_plan(*X.shape).members()
     template = model.member_template()
     sequential, parallel = [], []
@@ -72,8 +76,10 @@ def fanout(args, client):
         parallel.append(time.perf_counter() - start)
     seq, par = statistics.median(sequential), statistics.median(parallel)
     ratio = par / (seq / 2)
-    print(f"fan-out: {args.members} members, sequential {seq:.2f} s, 2 workers {par:.2f} s; "
-          f"parallel / (sequential / 2) = {ratio:.2f} (target <= 1.25)")
+    print(
+        f"fan-out: {args.members} members, sequential {seq:.2f} s, 2 workers {par:.2f} s; "
+        f"parallel / (sequential / 2) = {ratio:.2f} (target <= 1.25)"
+    )
     return ratio
 
 
@@ -84,12 +90,14 @@ def shared_scans(args, client, folder):
     from ppa_dask.datasets import write_zarr
 
     path = os.path.join(folder, "bench.zarr")
-    write_zarr(path, args.zarr_samples, n_features=10, kind="curved", random_state=0,
-               chunk_rows=131072)
+    write_zarr(
+        path, args.zarr_samples, n_features=10, kind="curved", random_state=0, chunk_rows=131072
+    )
     x = da.from_zarr(path)
     template = PPA(degree=3)
-    model = FeatureBaggingPPA(template, n_components=2, n_estimators=args.ppa_members,
-                              max_features=0.5, random_state=0)
+    model = FeatureBaggingPPA(
+        template, n_components=2, n_estimators=args.ppa_members, max_features=0.5, random_state=0
+    )
     specs = model.bag_plan(*x.shape).members()
     shared, separate = [], []
     for _ in range(args.repeats):
@@ -101,9 +109,11 @@ def shared_scans(args, client, folder):
             PPA(degree=3, n_components=2, random_state=spec.seed).fit(x[:, spec.features])
         separate.append(time.perf_counter() - start)
     sh, se = statistics.median(shared), statistics.median(separate)
-    print(f"shared scans: {args.ppa_members} PPA members on {args.zarr_samples} x 10 from Zarr, "
-          f"shared {sh:.2f} s ({model.n_passes_} scans), separate {se:.2f} s; shared / separate "
-          f"= {sh / se:.2f} (target <= 0.5)")
+    print(
+        f"shared scans: {args.ppa_members} PPA members on {args.zarr_samples} x 10 from Zarr, "
+        f"shared {sh:.2f} s ({model.n_passes_} scans), separate {se:.2f} s; shared / separate "
+        f"= {sh / se:.2f} (target <= 0.5)"
+    )
     return sh / se
 
 

@@ -71,22 +71,47 @@ def _positive_int(text):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--n-samples", type=_positive_int, default=1_000_000,
-                   help="rows of the in-memory data (default: 10^6)")
-    p.add_argument("--repeats", type=_positive_int, default=5,
-                   help="repeats of the PPA and PCA fits (default: 5)")
-    p.add_argument("--direct-repeats", type=_positive_int, default=3,
-                   help="repeats of the direct port's fit (default: 3)")
+    p.add_argument(
+        "--n-samples",
+        type=_positive_int,
+        default=1_000_000,
+        help="rows of the in-memory data (default: 10^6)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=5,
+        help="repeats of the PPA and PCA fits (default: 5)",
+    )
+    p.add_argument(
+        "--direct-repeats",
+        type=_positive_int,
+        default=3,
+        help="repeats of the direct port's fit (default: 3)",
+    )
     p.add_argument("--skip-cluster", action="store_true", help="skip the Dask cluster part")
-    p.add_argument("--cluster-samples", type=_positive_int, default=10_000_000,
-                   help="rows of the Zarr array for the cluster part (default: 10^7)")
-    p.add_argument("--cluster-repeats", type=_positive_int, default=3,
-                   help="repeats of the scan and of each cluster fit (default: 3)")
-    p.add_argument("--workers", type=_positive_int, default=2,
-                   help="cluster worker processes, one thread each (default: 2)")
+    p.add_argument(
+        "--cluster-samples",
+        type=_positive_int,
+        default=10_000_000,
+        help="rows of the Zarr array for the cluster part (default: 10^7)",
+    )
+    p.add_argument(
+        "--cluster-repeats",
+        type=_positive_int,
+        default=3,
+        help="repeats of the scan and of each cluster fit (default: 3)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=2,
+        help="cluster worker processes, one thread each (default: 2)",
+    )
     p.add_argument("--seed", type=int, default=0, help="data seed (default: 0)")
-    p.add_argument("--tmpdir", default=None,
-                   help="parent of the temporary directory (default: the system's)")
+    p.add_argument(
+        "--tmpdir", default=None, help="parent of the temporary directory (default: the system's)"
+    )
     return p.parse_args(argv)
 
 
@@ -124,15 +149,17 @@ def _verdict(ok):
 
 
 def bench_memory(args):
+    from direct_ppa import fit_direct
     from sklearn.decomposition import PCA
 
-    from direct_ppa import fit_direct
     from ppa_dask import PPA
     from ppa_dask.datasets import make_curved_manifold
 
     n, d = args.n_samples, N_FEATURES
-    _say(f"\n[memory] generating make_curved_manifold({n:,}, n_features={d}, "
-         f"random_state={args.seed}) ...")
+    _say(
+        f"\n[memory] generating make_curved_manifold({n:,}, n_features={d}, "
+        f"random_state={args.seed}) ..."
+    )
     X = make_curved_manifold(n, n_features=d, random_state=args.seed)
 
     # warm-up on a slice: imports, first-call overheads
@@ -165,12 +192,22 @@ def bench_memory(args):
     ratio_pca = m_ppa / ((d - 1) * m_pca)
     ratio_direct = m_direct / m_ppa
     rows = [
-        (f"PPA(degree={DEGREE}).fit", f"{m_ppa:.3f} s", f"[{_fmt_times(t_ppa)}]  "
-         f"{ppa_model.n_passes_} passes"),
+        (
+            f"PPA(degree={DEGREE}).fit",
+            f"{m_ppa:.3f} s",
+            f"[{_fmt_times(t_ppa)}]  {ppa_model.n_passes_} passes",
+        ),
         ('PCA(svd_solver="covariance_eigh").fit', f"{m_pca:.3f} s", f"[{_fmt_times(t_pca)}]"),
-        (f"fit_direct(X, {DEGREE}) (direct port)", f"{m_direct:.3f} s",
-         f"[{_fmt_times(t_direct)}]"),
-        ("PPA / ((d-1) * PCA)", f"{ratio_pca:.2f}", f"target <= 1.5: {_verdict(ratio_pca <= 1.5)}"),
+        (
+            f"fit_direct(X, {DEGREE}) (direct port)",
+            f"{m_direct:.3f} s",
+            f"[{_fmt_times(t_direct)}]",
+        ),
+        (
+            "PPA / ((d-1) * PCA)",
+            f"{ratio_pca:.2f}",
+            f"target <= 1.5: {_verdict(ratio_pca <= 1.5)}",
+        ),
         ("direct / PPA", f"{ratio_direct:.1f}", f"target >= 10: {_verdict(ratio_direct >= 10)}"),
         ("max |leading vectors PPA - direct|", f"{lead_diff:.1e}", "(sanity check)"),
     ]
@@ -186,14 +223,24 @@ def bench_cluster(args, tmp):
     from ppa_dask.datasets import write_zarr
 
     n, d = args.cluster_samples, N_FEATURES
-    with local_client(n_workers=args.workers, threads_per_worker=1,
-                      local_directory=os.path.join(tmp, "dask-scratch")) as client:
+    with local_client(
+        n_workers=args.workers,
+        threads_per_worker=1,
+        local_directory=os.path.join(tmp, "dask-scratch"),
+    ) as client:
         _say(f"\n[cluster] {args.workers} workers x 1 thread; dashboard: {dashboard_link(client)}")
         path = os.path.join(tmp, "curved.zarr")
         _say(f"[cluster] writing {n:,} x {d} to {path} ({CLUSTER_CHUNK_ROWS:,}-row chunks) ...")
-        t_write, _ = _timed(lambda: write_zarr(path, n, n_features=d, kind="curved",
-                                               chunk_rows=CLUSTER_CHUNK_ROWS,
-                                               random_state=args.seed))
+        t_write, _ = _timed(
+            lambda: write_zarr(
+                path,
+                n,
+                n_features=d,
+                kind="curved",
+                chunk_rows=CLUSTER_CHUNK_ROWS,
+                random_state=args.seed,
+            )
+        )
         _say(f"[cluster] written in {t_write:.1f} s")
         x = da.from_zarr(path)
         # warm-up: page cache, imports and first calls on the workers
@@ -209,8 +256,10 @@ def bench_cluster(args, tmp):
             t, m3 = _timed(lambda: PPA(degree=DEGREE, n_components=3).fit(x))
             t3s.append(t)
             caches.update({m1.residual_cache_, m3.residual_cache_})
-            _say(f"[cluster] repeat {r + 1}/{args.cluster_repeats}: scan {scans[-1]:.3f} s, "
-                 f"fit k=1 {t1s[-1]:.3f} s, fit k=3 {t3s[-1]:.3f} s")
+            _say(
+                f"[cluster] repeat {r + 1}/{args.cluster_repeats}: scan {scans[-1]:.3f} s, "
+                f"fit k=1 {t1s[-1]:.3f} s, fit k=3 {t3s[-1]:.3f} s"
+            )
 
     scan, t1, t3 = _median(scans), _median(t1s), _median(t3s)
     per_step = (t3 - t1) / 2
@@ -219,10 +268,16 @@ def bench_cluster(args, tmp):
     rows = [
         ("write_zarr (once)", f"{t_write:.2f} s", ""),
         ("scan x.sum().compute()", f"{scan:.3f} s", f"[{_fmt_times(scans)}]"),
-        (f"PPA(degree={DEGREE}, n_components=1).fit", f"{t1:.3f} s",
-         f"[{_fmt_times(t1s)}]  2 passes"),
-        (f"PPA(degree={DEGREE}, n_components=3).fit", f"{t3:.3f} s",
-         f"[{_fmt_times(t3s)}]  4 passes"),
+        (
+            f"PPA(degree={DEGREE}, n_components=1).fit",
+            f"{t1:.3f} s",
+            f"[{_fmt_times(t1s)}]  2 passes",
+        ),
+        (
+            f"PPA(degree={DEGREE}, n_components=3).fit",
+            f"{t3:.3f} s",
+            f"[{_fmt_times(t3s)}]  4 passes",
+        ),
         ("per step (t3 - t1) / 2", f"{per_step:.3f} s", ""),
         ("per pass t3 / 4", f"{per_pass:.3f} s", ""),
         ("per step / scan", f"{ratio:.2f}", f"target <= 2: {_verdict(ratio <= 2)}"),
@@ -239,22 +294,27 @@ def bench_cluster(args, tmp):
 
 def main(argv=None):
     args = parse_args(argv)
-    shown = [sys.argv[0]] + (
-        sys.argv[1:] if argv is None else list(argv))
+    shown = [sys.argv[0]] + (sys.argv[1:] if argv is None else list(argv))
     _say("$ python " + shlex.join(shown))
-
-    from threadpoolctl import threadpool_info, threadpool_limits
 
     import dask
     import sklearn
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     import ppa_dask
 
-    _say(f"python {platform.python_version()}, numpy {np.__version__}, scikit-learn "
-         f"{sklearn.__version__}, dask {dask.__version__}, ppa_dask {ppa_dask.__version__}; "
-         f"{os.cpu_count()} CPUs; {platform.platform()}")
-    blas = sorted({f"{i.get('internal_api')} ({i.get('num_threads')} threads)"
-                   for i in threadpool_info() if i.get("user_api") == "blas"})
+    _say(
+        f"python {platform.python_version()}, numpy {np.__version__}, scikit-learn "
+        f"{sklearn.__version__}, dask {dask.__version__}, ppa_dask {ppa_dask.__version__}; "
+        f"{os.cpu_count()} CPUs; {platform.platform()}"
+    )
+    blas = sorted(
+        {
+            f"{i.get('internal_api')} ({i.get('num_threads')} threads)"
+            for i in threadpool_info()
+            if i.get("user_api") == "blas"
+        }
+    )
     _say(f"BLAS: {', '.join(blas) or 'unknown'}; limited to 1 thread for the whole run")
 
     # SIGTERM -> SystemExit, so the temporary directory is removed on the way out
@@ -263,8 +323,9 @@ def main(argv=None):
     with threadpool_limits(limits=1):
         bench_memory(args)
         if not args.skip_cluster:
-            with tempfile.TemporaryDirectory(prefix="ppa-bench-", dir=args.tmpdir,
-                                             ignore_cleanup_errors=True) as tmp:
+            with tempfile.TemporaryDirectory(
+                prefix="ppa-bench-", dir=args.tmpdir, ignore_cleanup_errors=True
+            ) as tmp:
                 bench_cluster(args, tmp)
     _say(f"\ntotal wall time {time.perf_counter() - t0:.1f} s")
     return 0

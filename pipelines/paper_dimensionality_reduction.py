@@ -29,19 +29,37 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 from _paper_common import (  # noqa: E402
+    Timer,
+    command_line,
+    mean_std,
+    new_figure,
     paper_datasets_parser,
-    Timer, command_line, mean_std, new_figure, pm, prepare_output,
-    run_fanout, save_figure, write_json, write_report, write_table,
+    pm,
+    prepare_output,
+    run_fanout,
+    save_figure,
+    write_json,
+    write_report,
+    write_table,
 )
 
-from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES  # noqa: E402
 from ppa_dask.app.experiments import (  # noqa: E402
-    METHOD_LABELS, METHODS, dimensionality_reduction_task, scaled_paper_dataset, task_seed,
+    METHOD_LABELS,
+    METHODS,
+    dimensionality_reduction_task,
+    scaled_paper_dataset,
+    task_seed,
 )
+from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES  # noqa: E402
 
-NAMES = {"magic_gamma": "MagicGamma", "japanese_vowels": "Japanese Vowels",
-         "page_blocks": "Pageblocks", "sat": "Sat", "segmentation": "Segmentation",
-         "vehicles": "Vehicles"}
+NAMES = {
+    "magic_gamma": "MagicGamma",
+    "japanese_vowels": "Japanese Vowels",
+    "page_blocks": "Pageblocks",
+    "sat": "Sat",
+    "segmentation": "Segmentation",
+    "vehicles": "Vehicles",
+}
 QUICK_SAMPLES = 400
 QUICK_GD_ITER = 5
 #: PCA errors below this fraction of the total variance are treated as zero (ratio undefined)
@@ -73,28 +91,56 @@ def main(argv=None):
     args = parse_args(argv)
     out = prepare_output(args.output)
     specs = [
-        dict(dataset=name, seed=split_seed(args.seed, name, r), repeat=r,
-             max_samples=QUICK_SAMPLES if args.quick else None, methods=METHODS,
-             gd_max_iter=args.gd_max_iter)
-        for name in args.datasets for r in range(args.repeats)
+        dict(
+            dataset=name,
+            seed=split_seed(args.seed, name, r),
+            repeat=r,
+            max_samples=QUICK_SAMPLES if args.quick else None,
+            methods=METHODS,
+            gd_max_iter=args.gd_max_iter,
+        )
+        for name in args.datasets
+        for r in range(args.repeats)
     ]
     with Timer() as timer:
-        results = run_fanout(dimensionality_reduction_task, specs, args.workers,
-                             label="dimensionality reduction")
+        results = run_fanout(
+            dimensionality_reduction_task, specs, args.workers, label="dimensionality reduction"
+        )
     by_set = {name: [r for r in results if r["dataset"] == name] for name in args.datasets}
 
     # Table 1
     t1_rows = []
-    for i, name in enumerate(args.datasets):
+    for _i, name in enumerate(args.datasets):
         n, d = scaled_paper_dataset(name).shape
         first = by_set[name][0]
-        t1_rows.append(dict(index=PAPER_DATASETS.index(name) + 1, dataset=NAMES[name], n=n, d=d,
-                            ratio=n / d, paper_n=PAPER_SHAPES[name][0],
-                            n_train=first["n_train"], n_test=first["n_test"]))
-    t1 = write_table(out, "table1_datasets", [
-        ("index", "#"), ("dataset", "Database"), ("n", "n (samples)"), ("d", "d (dimension)"),
-        ("ratio", "n/d", ".0f"), ("paper_n", "paper's n"), ("n_train", "train rows"),
-        ("n_test", "test rows")], t1_rows, title="Table 1: the data sets")
+        t1_rows.append(
+            dict(
+                index=PAPER_DATASETS.index(name) + 1,
+                dataset=NAMES[name],
+                n=n,
+                d=d,
+                ratio=n / d,
+                paper_n=PAPER_SHAPES[name][0],
+                n_train=first["n_train"],
+                n_test=first["n_test"],
+            )
+        )
+    t1 = write_table(
+        out,
+        "table1_datasets",
+        [
+            ("index", "#"),
+            ("dataset", "Database"),
+            ("n", "n (samples)"),
+            ("d", "d (dimension)"),
+            ("ratio", "n/d", ".0f"),
+            ("paper_n", "paper's n"),
+            ("n_train", "train rows"),
+            ("n_test", "test rows"),
+        ],
+        t1_rows,
+        title="Table 1: the data sets",
+    )
 
     # relative MSE (Fig. 8)
     rel_rows, split_rows, curves, summary = [], [], {}, {}
@@ -108,8 +154,16 @@ def main(argv=None):
                 curves[name][(method, half)] = mean_std(per_split)
                 for r, values in zip(res, per_split):
                     for k, v in enumerate(values, start=1):
-                        split_rows.append(dict(dataset=name, repeat=r["seed"], half=half,
-                                               method=method, k=k, relative_mse=v))
+                        split_rows.append(
+                            dict(
+                                dataset=name,
+                                repeat=r["seed"],
+                                half=half,
+                                method=method,
+                                k=k,
+                                relative_mse=v,
+                            )
+                        )
         for k in range(1, d):
             row = dict(dataset=name, k=k)
             for half in ("train", "test"):
@@ -124,10 +178,10 @@ def main(argv=None):
         gd_first = np.array([relative_mse(r, "ppa_gd", "train")[0] for r in res])
         summary[name] = dict(
             ppa_train_max=float(np.nanmax(ppa_train)),
-            ppa_train_below_100_every_k=bool(np.all(ppa_train[np.isfinite(ppa_train)]
-                                                    <= 100 + 1e-9)),
-            ppa_test_mean_below_100_fraction=float(np.mean(ppa_test[np.isfinite(ppa_test)]
-                                                           < 100)),
+            ppa_train_below_100_every_k=bool(
+                np.all(ppa_train[np.isfinite(ppa_train)] <= 100 + 1e-9)
+            ),
+            ppa_test_mean_below_100_fraction=float(np.mean(ppa_test[np.isfinite(ppa_test)] < 100)),
             ppa_first_train=float(np.nanmean(ppa_train[:, 0])),
             ppa_gd_first_train=float(np.nanmean(gd_first)),
             ppa_gd_first_not_worse=bool(np.all(gd_first <= ppa_train[:, 0] + 1e-7)),
@@ -137,14 +191,31 @@ def main(argv=None):
     for half in ("train", "test"):
         for method in METHODS:
             rel_cols.append((f"{method}_{half}_pm", f"{METHOD_LABELS[method]} {half}"))
-            rel_csv_cols += [(f"{method}_{half}", f"{method}_{half}"),
-                             (f"{method}_{half}_std", f"{method}_{half}_std")]
-    rel_md = write_table(out, "relative_mse", rel_csv_cols, rel_rows, md_columns=rel_cols,
-                         title="Relative MSE (100 x MSE / MSE_PCA, %), mean ± std over splits "
-                               "(Fig. 8)")
-    write_table(out, "relative_mse_splits", [("dataset", "dataset"), ("repeat", "split_seed"),
-                                              ("half", "half"), ("method", "method"), ("k", "k"),
-                                              ("relative_mse", "relative_mse")], split_rows)
+            rel_csv_cols += [
+                (f"{method}_{half}", f"{method}_{half}"),
+                (f"{method}_{half}_std", f"{method}_{half}_std"),
+            ]
+    rel_md = write_table(
+        out,
+        "relative_mse",
+        rel_csv_cols,
+        rel_rows,
+        md_columns=rel_cols,
+        title="Relative MSE (100 x MSE / MSE_PCA, %), mean ± std over splits (Fig. 8)",
+    )
+    write_table(
+        out,
+        "relative_mse_splits",
+        [
+            ("dataset", "dataset"),
+            ("repeat", "split_seed"),
+            ("half", "half"),
+            ("method", "method"),
+            ("k", "k"),
+            ("relative_mse", "relative_mse"),
+        ],
+        split_rows,
+    )
 
     # Table 2: fit times
     t2_rows = []
@@ -158,29 +229,52 @@ def main(argv=None):
         row["gd_passes"] = float(np.mean([r["ppa_gd"]["n_passes"] for r in by_set[name]]))
         row["ppa_passes"] = float(np.mean([r["ppa"]["n_passes"] for r in by_set[name]]))
         t2_rows.append(row)
-    t2 = write_table(out, "table2_fit_times", [
-        ("dataset", "Database"), ("pca", "PCA (s)", ".4f"), ("ppa", "PPA (s)", ".4f"),
-        ("ppa_gd", "PPA-GD (s)", ".3f"), ("ppa_over_pca", "PPA / PCA", ".1f"),
-        ("ppa_passes", "PPA passes", ".1f"), ("gd_passes", "PPA-GD passes", ".1f")],
-        t2_rows, title="Table 2: fit time on the training half (seconds, mean over splits; "
-                       "one thread per task)")
+    t2 = write_table(
+        out,
+        "table2_fit_times",
+        [
+            ("dataset", "Database"),
+            ("pca", "PCA (s)", ".4f"),
+            ("ppa", "PPA (s)", ".4f"),
+            ("ppa_gd", "PPA-GD (s)", ".3f"),
+            ("ppa_over_pca", "PPA / PCA", ".1f"),
+            ("ppa_passes", "PPA passes", ".1f"),
+            ("gd_passes", "PPA-GD passes", ".1f"),
+        ],
+        t2_rows,
+        title="Table 2: fit time on the training half (seconds, mean over splits; "
+        "one thread per task)",
+    )
 
     figures = [_figure(out, curves, args.datasets, half) for half in ("train", "test")]
-    write_json(out, "summary.json", dict(settings=vars(args), summary=summary,
-                                          elapsed_seconds=timer.elapsed))
-    write_report(out, "PPA paper Sec. 5.3: dimensionality reduction",
-                 command_line(__file__, argv), [t1, t2, rel_md], figures, timer.elapsed)
+    write_json(
+        out,
+        "summary.json",
+        dict(settings=vars(args), summary=summary, elapsed_seconds=timer.elapsed),
+    )
+    write_report(
+        out,
+        "PPA paper Sec. 5.3: dimensionality reduction",
+        command_line(__file__, argv),
+        [t1, t2, rel_md],
+        figures,
+        timer.elapsed,
+    )
 
     print(f"\nDimensionality reduction ({args.repeats} splits, {timer.elapsed:.1f} s) -> {out}")
-    print(f"{'data set':16s} {'PPA train max':>13s} {'all<=100':>8s} {'test<100':>8s} "
-          f"{'k=1 PPA':>8s} {'k=1 GD':>8s}   fit s: PCA / PPA / PPA-GD")
+    print(
+        f"{'data set':16s} {'PPA train max':>13s} {'all<=100':>8s} {'test<100':>8s} "
+        f"{'k=1 PPA':>8s} {'k=1 GD':>8s}   fit s: PCA / PPA / PPA-GD"
+    )
     for name, row in zip(args.datasets, t2_rows):
         s = summary[name]
-        print(f"{NAMES[name]:16s} {s['ppa_train_max']:13.1f} "
-              f"{str(s['ppa_train_below_100_every_k']):>8s} "
-              f"{100 * s['ppa_test_mean_below_100_fraction']:7.0f}% "
-              f"{s['ppa_first_train']:8.1f} {s['ppa_gd_first_train']:8.1f}   "
-              f"{row['pca']:.4f} / {row['ppa']:.3f} / {row['ppa_gd']:.2f}")
+        print(
+            f"{NAMES[name]:16s} {s['ppa_train_max']:13.1f} "
+            f"{str(s['ppa_train_below_100_every_k']):>8s} "
+            f"{100 * s['ppa_test_mean_below_100_fraction']:7.0f}% "
+            f"{s['ppa_first_train']:8.1f} {s['ppa_gd_first_train']:8.1f}   "
+            f"{row['pca']:.4f} / {row['ppa']:.3f} / {row['ppa_gd']:.2f}"
+        )
     return dict(output=out, summary=summary, results=results, fit_times=t2_rows)
 
 
@@ -190,8 +284,11 @@ def _figure(out, curves, datasets, half):
     ncols = min(3, len(datasets))
     nrows = -(-len(datasets) // ncols)
     fig, axes = new_figure(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows))
-    styles = {"pca": dict(color="k", ls="--"), "ppa": dict(color="tab:red", marker="o", ms=3),
-              "ppa_gd": dict(color="tab:blue", marker="s", ms=3)}
+    styles = {
+        "pca": dict(color="k", ls="--"),
+        "ppa": dict(color="tab:red", marker="o", ms=3),
+        "ppa_gd": dict(color="tab:blue", marker="s", ms=3),
+    }
     for ax, name in zip(axes.ravel(), datasets):
         off_scale = False
         for method in METHODS:
@@ -207,7 +304,7 @@ def _figure(out, curves, datasets, half):
         ax.set_xlabel("retained dimensions k")
         ax.set_ylabel("relative MSE (%)")
         ax.grid(alpha=0.3)
-    for ax in axes.ravel()[len(datasets):]:
+    for ax in axes.ravel()[len(datasets) :]:
         ax.set_visible(False)
     axes.ravel()[0].legend(fontsize=8)
     fig.suptitle(f"Fig. 8: relative reconstruction MSE w.r.t. PCA, {half} data")

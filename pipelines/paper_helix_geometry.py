@@ -34,8 +34,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 from _paper_common import (  # noqa: E402
-    Timer, base_parser, command_line, mean_std, new_figure, pm, prepare_output, run_fanout,
-    save_figure, write_json, write_report, write_table,
+    Timer,
+    base_parser,
+    command_line,
+    mean_std,
+    new_figure,
+    pm,
+    prepare_output,
+    run_fanout,
+    save_figure,
+    write_json,
+    write_report,
+    write_table,
 )
 
 from ppa_dask.app.experiments import helix_curvatures, helix_geometry_task, task_seed  # noqa: E402
@@ -51,10 +61,18 @@ FOLD_RATIO = 0.4
 
 def parse_args(argv=None):
     parser = base_parser(__doc__.split("\n\n")[0], "paper-results/helix-geometry")
-    parser.add_argument("--n-helices-4d", type=int, default=None,
-                        help="number of random (a, b) helices in 4-D (default 30; quick 4)")
-    parser.add_argument("--n-samples", type=int, default=2000,
-                        help="points per helix (training + cross-validation; default 2000)")
+    parser.add_argument(
+        "--n-helices-4d",
+        type=int,
+        default=None,
+        help="number of random (a, b) helices in 4-D (default 30; quick 4)",
+    )
+    parser.add_argument(
+        "--n-samples",
+        type=int,
+        default=2000,
+        help="points per helix (training + cross-validation; default 2000)",
+    )
     args = parser.parse_args(argv)
     if args.repeats is None:
         args.repeats = 1 if args.quick else 10
@@ -78,15 +96,32 @@ def main(argv=None):
     specs = []
     for i, noise in enumerate(NOISE_3D):
         for r in range(args.repeats):
-            specs.append(dict(tag=("3d", i, r), a=A, b=B, noise=noise, n_features=3,
-                              n_samples=args.n_samples,
-                              seed=task_seed(args.seed, "helix3d", i, r), keep_arrays=r == 0))
+            specs.append(
+                dict(
+                    tag=("3d", i, r),
+                    a=A,
+                    b=B,
+                    noise=noise,
+                    n_features=3,
+                    n_samples=args.n_samples,
+                    seed=task_seed(args.seed, "helix3d", i, r),
+                    keep_arrays=r == 0,
+                )
+            )
     for h in range(args.n_helices_4d):
         a, b = helix_4d_parameters(args.seed, h)
         for i, rel in enumerate(RELATIVE_NOISE_4D):
-            specs.append(dict(tag=("4d", i, h), a=a, b=b, noise=rel * a, n_features=4,
-                              n_samples=args.n_samples,
-                              seed=task_seed(args.seed, "helix4d", h, i)))
+            specs.append(
+                dict(
+                    tag=("4d", i, h),
+                    a=a,
+                    b=b,
+                    noise=rel * a,
+                    n_features=4,
+                    n_samples=args.n_samples,
+                    seed=task_seed(args.seed, "helix4d", h, i),
+                )
+            )
     with Timer() as timer:
         results = run_fanout(helix_geometry_task, specs, args.workers, label="helix geometry")
     res3 = [r for r in results if r["tag"][0] == "3d"]
@@ -101,8 +136,13 @@ def main(argv=None):
         mean = np.array([r["mean"] for r in res])
         std = np.array([r["std"] for r in res])
         deg = [r["degree"] for r in res]
-        row = dict(noise=noise, kappa_theory=theory[0], tau_theory=theory[1],
-                   degree_median=float(np.median(deg)), degrees=" ".join(map(str, deg)))
+        row = dict(
+            noise=noise,
+            kappa_theory=theory[0],
+            tau_theory=theory[1],
+            degree_median=float(np.median(deg)),
+            degrees=" ".join(map(str, deg)),
+        )
         for j, name in enumerate(("kappa", "tau")):
             m, s = mean_std(med[:, j])
             row[f"{name}_median"] = m
@@ -113,103 +153,196 @@ def main(argv=None):
             row[f"{name}_mean_pm"] = pm(row[f"{name}_mean"], row[f"{name}_spread"], ".3f")
             row[f"{name}_relative_error"] = m / theory[j] - 1
         rows3.append(row)
-        summary3[noise] = dict(kappa=row["kappa_median"], tau=row["tau_median"],
-                               kappa_relative_error=row["kappa_relative_error"],
-                               tau_relative_error=row["tau_relative_error"],
-                               degrees=deg)
+        summary3[noise] = dict(
+            kappa=row["kappa_median"],
+            tau=row["tau_median"],
+            kappa_relative_error=row["kappa_relative_error"],
+            tau_relative_error=row["tau_relative_error"],
+            degrees=deg,
+        )
         for r in res:
-            draws3.append(dict(noise=noise, seed=r["seed"], degree=r["degree"],
-                               n_points=r["n_points"], kappa_median=r["median"][0],
-                               tau_median=r["median"][1], kappa_mean=r["mean"][0],
-                               kappa_std=r["std"][0], tau_mean=r["mean"][1],
-                               tau_std=r["std"][1]))
+            draws3.append(
+                dict(
+                    noise=noise,
+                    seed=r["seed"],
+                    degree=r["degree"],
+                    n_points=r["n_points"],
+                    kappa_median=r["median"][0],
+                    tau_median=r["median"][1],
+                    kappa_mean=r["mean"][0],
+                    kappa_std=r["std"][0],
+                    tau_mean=r["mean"][1],
+                    tau_std=r["std"][1],
+                )
+            )
     t3 = write_table(
-        out, "helix3d_curvatures",
-        [(k, k) for k in ("noise", "kappa_theory", "kappa_median", "kappa_median_std",
-                          "kappa_mean", "kappa_spread", "kappa_relative_error", "tau_theory",
-                          "tau_median", "tau_median_std", "tau_mean", "tau_spread",
-                          "tau_relative_error", "degree_median", "degrees")],
+        out,
+        "helix3d_curvatures",
+        [
+            (k, k)
+            for k in (
+                "noise",
+                "kappa_theory",
+                "kappa_median",
+                "kappa_median_std",
+                "kappa_mean",
+                "kappa_spread",
+                "kappa_relative_error",
+                "tau_theory",
+                "tau_median",
+                "tau_median_std",
+                "tau_mean",
+                "tau_spread",
+                "tau_relative_error",
+                "degree_median",
+                "degrees",
+            )
+        ],
         rows3,
-        md_columns=[("noise", "noise", ".1f"), ("kappa_theory", "kappa theory"),
-                    ("kappa_median_pm", "kappa PPA (median)"),
-                    ("kappa_mean_pm", "kappa PPA (mean ± sd along curve)"),
-                    ("tau_theory", "tau theory"), ("tau_median_pm", "tau PPA (median)"),
-                    ("tau_mean_pm", "tau PPA (mean ± sd along curve)"),
-                    ("degrees", "degree gamma_1 per draw")],
+        md_columns=[
+            ("noise", "noise", ".1f"),
+            ("kappa_theory", "kappa theory"),
+            ("kappa_median_pm", "kappa PPA (median)"),
+            ("kappa_mean_pm", "kappa PPA (mean ± sd along curve)"),
+            ("tau_theory", "tau theory"),
+            ("tau_median_pm", "tau PPA (median)"),
+            ("tau_mean_pm", "tau PPA (mean ± sd along curve)"),
+            ("degrees", "degree gamma_1 per draw"),
+        ],
         title=f"Fig. 5: 3-D helix a = {A}, b = {B}; curvature (chi_1) and torsion (chi_2) of "
-              f"the first PPA feature. Median over the central 90 % of the curve, then mean ± "
-              f"std over {args.repeats} draws; and mean ± sd along the curve (mean over draws)")
+        f"the first PPA feature. Median over the central 90 % of the curve, then mean ± "
+        f"std over {args.repeats} draws; and mean ± sd along the curve (mean over draws)",
+    )
     write_table(out, "helix3d_draws", [(k, k) for k in draws3[0]], draws3)
 
     # 4-D tables
     rows4, summary4, t4_md = [], {}, ""
     for r in res4:
         _, i, h = r["tag"]
-        rows4.append(dict(helix=h, a=r["a"], b=r["b"], pitch_ratio=r["b"] / r["a"],
-                          folds=bool(r["b"] / r["a"] < FOLD_RATIO),
-                          relative_noise=RELATIVE_NOISE_4D[i], noise=r["noise"],
-                          degree=r["degree"],
-                          chi1_theory=r["theory"][0], chi1=r["median"][0],
-                          chi2_theory=r["theory"][1], chi2=r["median"][1],
-                          chi3_theory=0.0, chi3=r["median"][2], abs_chi3=r["abs_median"][2]))
+        rows4.append(
+            dict(
+                helix=h,
+                a=r["a"],
+                b=r["b"],
+                pitch_ratio=r["b"] / r["a"],
+                folds=bool(r["b"] / r["a"] < FOLD_RATIO),
+                relative_noise=RELATIVE_NOISE_4D[i],
+                noise=r["noise"],
+                degree=r["degree"],
+                chi1_theory=r["theory"][0],
+                chi1=r["median"][0],
+                chi2_theory=r["theory"][1],
+                chi2=r["median"][1],
+                chi3_theory=0.0,
+                chi3=r["median"][2],
+                abs_chi3=r["abs_median"][2],
+            )
+        )
     if rows4:
-        write_table(out, "helix4d_curvatures", [(k, k) for k in rows4[0]], rows4,
-                    md_columns=[("helix", "helix"), ("a", "a"), ("b", "b"),
-                                ("relative_noise", "noise / a", ".2f"), ("degree", "gamma_1"),
-                                ("chi1_theory", "chi_1 theory"), ("chi1", "chi_1 PPA"),
-                                ("chi2_theory", "chi_2 theory"), ("chi2", "chi_2 PPA"),
-                                ("abs_chi3", "abs chi_3 PPA (theory 0)")],
-                    title="Fig. 6: 4-D rotated helices, median curvatures along the first PPA "
-                          "feature")
+        write_table(
+            out,
+            "helix4d_curvatures",
+            [(k, k) for k in rows4[0]],
+            rows4,
+            md_columns=[
+                ("helix", "helix"),
+                ("a", "a"),
+                ("b", "b"),
+                ("relative_noise", "noise / a", ".2f"),
+                ("degree", "gamma_1"),
+                ("chi1_theory", "chi_1 theory"),
+                ("chi1", "chi_1 PPA"),
+                ("chi2_theory", "chi_2 theory"),
+                ("chi2", "chi_2 PPA"),
+                ("abs_chi3", "abs chi_3 PPA (theory 0)"),
+            ],
+            title="Fig. 6: 4-D rotated helices, median curvatures along the first PPA feature",
+        )
         srows = []
-        for i, rel in enumerate(RELATIVE_NOISE_4D):
-            for subset, keep in (("all", lambda row: True),
-                                 (f"b/a >= {FOLD_RATIO}", lambda row: not row["folds"])):
+        for rel in RELATIVE_NOISE_4D:
+            for subset, keep in (
+                ("all", lambda row: True),
+                (f"b/a >= {FOLD_RATIO}", lambda row: not row["folds"]),
+            ):
                 sel = [row for row in rows4 if row["relative_noise"] == rel and keep(row)]
                 if not sel:
                     continue
                 err1 = [abs(row["chi1"] / row["chi1_theory"] - 1) for row in sel]
                 err2 = [abs(row["chi2"] / row["chi2_theory"] - 1) for row in sel]
-                ratio3 = [row["abs_chi3"] / row["chi1"] if row["chi1"] > 0 else np.inf
-                          for row in sel]
-                srows.append(dict(relative_noise=rel, helices=subset, n=len(sel),
-                                  chi1_median_relative_error=float(np.median(err1)),
-                                  chi2_median_relative_error=float(np.median(err2)),
-                                  chi3_over_chi1_median=float(np.median(ratio3))))
+                ratio3 = [
+                    row["abs_chi3"] / row["chi1"] if row["chi1"] > 0 else np.inf for row in sel
+                ]
+                srows.append(
+                    dict(
+                        relative_noise=rel,
+                        helices=subset,
+                        n=len(sel),
+                        chi1_median_relative_error=float(np.median(err1)),
+                        chi2_median_relative_error=float(np.median(err2)),
+                        chi3_over_chi1_median=float(np.median(ratio3)),
+                    )
+                )
         summary4 = {f"{row['relative_noise']}|{row['helices']}": row for row in srows}
-        t4_md = write_table(out, "helix4d_summary", [(k, k) for k in srows[0]], srows,
-                            md_columns=[("relative_noise", "noise / a", ".2f"),
-                                        ("helices", "helices"), ("n", "n"),
-                                        ("chi1_median_relative_error",
-                                         "median abs rel. error chi_1"),
-                                        ("chi2_median_relative_error",
-                                         "median abs rel. error chi_2"),
-                                        ("chi3_over_chi1_median", "median abs chi_3 / chi_1")],
-                            title="Fig. 6 summary: 4-D helices")
+        t4_md = write_table(
+            out,
+            "helix4d_summary",
+            [(k, k) for k in srows[0]],
+            srows,
+            md_columns=[
+                ("relative_noise", "noise / a", ".2f"),
+                ("helices", "helices"),
+                ("n", "n"),
+                ("chi1_median_relative_error", "median abs rel. error chi_1"),
+                ("chi2_median_relative_error", "median abs rel. error chi_2"),
+                ("chi3_over_chi1_median", "median abs chi_3 / chi_1"),
+            ],
+            title="Fig. 6 summary: 4-D helices",
+        )
 
     figures = [_figure5(out, res3)]
     if rows4:
         figures.append(_figure6(out, rows4))
-    write_json(out, "summary.json", dict(settings=vars(args), theory=theory.tolist(),
-                                          helix3d=summary3, helix4d=summary4,
-                                          elapsed_seconds=timer.elapsed))
-    write_report(out, "PPA paper Sec. 5.2: differential geometry of PPA curvilinear features",
-                 command_line(__file__, argv), [t3, t4_md], figures, timer.elapsed)
+    write_json(
+        out,
+        "summary.json",
+        dict(
+            settings=vars(args),
+            theory=theory.tolist(),
+            helix3d=summary3,
+            helix4d=summary4,
+            elapsed_seconds=timer.elapsed,
+        ),
+    )
+    write_report(
+        out,
+        "PPA paper Sec. 5.2: differential geometry of PPA curvilinear features",
+        command_line(__file__, argv),
+        [t3, t4_md],
+        figures,
+        timer.elapsed,
+    )
 
-    print(f"\nHelix geometry ({args.repeats} draws per noise level, {args.n_helices_4d} 4-D "
-          f"helices; {timer.elapsed:.1f} s) -> {out}")
+    print(
+        f"\nHelix geometry ({args.repeats} draws per noise level, {args.n_helices_4d} 4-D "
+        f"helices; {timer.elapsed:.1f} s) -> {out}"
+    )
     print(f"theory: kappa = {theory[0]:.4f}, tau = {theory[1]:.4f}")
     for row in rows3:
-        print(f"noise {row['noise']:.1f}: kappa {row['kappa_median']:.4f} "
-              f"({100 * row['kappa_relative_error']:+.1f}%), tau {row['tau_median']:.4f} "
-              f"({100 * row['tau_relative_error']:+.1f}%), degrees {row['degrees']}")
-    for key, row in summary4.items():
-        print(f"4-D noise/a {row['relative_noise']:.2f} ({row['helices']}, n={row['n']}): "
-              f"|chi1 err| {100 * row['chi1_median_relative_error']:.1f}%, "
-              f"|chi2 err| {100 * row['chi2_median_relative_error']:.1f}%, "
-              f"|chi3|/chi1 {row['chi3_over_chi1_median']:.3f}")
-    return dict(output=out, helix3d=rows3, helix4d=rows4, helix4d_summary=summary4,
-                results=results)
+        print(
+            f"noise {row['noise']:.1f}: kappa {row['kappa_median']:.4f} "
+            f"({100 * row['kappa_relative_error']:+.1f}%), tau {row['tau_median']:.4f} "
+            f"({100 * row['tau_relative_error']:+.1f}%), degrees {row['degrees']}"
+        )
+    for _key, row in summary4.items():
+        print(
+            f"4-D noise/a {row['relative_noise']:.2f} ({row['helices']}, n={row['n']}): "
+            f"|chi1 err| {100 * row['chi1_median_relative_error']:.1f}%, "
+            f"|chi2 err| {100 * row['chi2_median_relative_error']:.1f}%, "
+            f"|chi3|/chi1 {row['chi3_over_chi1_median']:.3f}"
+        )
+    return dict(
+        output=out, helix3d=rows3, helix4d=rows4, helix4d_summary=summary4, results=results
+    )
 
 
 def _figure5(out, res3):
@@ -227,15 +360,21 @@ def _figure5(out, res3):
         length = 0.9
         for j, color in enumerate(("r", "g", "b")):
             ax.quiver(*P.T, *(F[:, j, :] * length).T, color=color, lw=0.8)
-        ax.set_title(f"gamma_1 = {r['degree']}: kappa {r['median'][0]:.3f} "
-                     f"(theory {r['theory'][0]:.3f})\ntau {r['median'][1]:.3f} "
-                     f"(theory {r['theory'][1]:.3f})", fontsize=9)
+        ax.set_title(
+            f"gamma_1 = {r['degree']}: kappa {r['median'][0]:.3f} "
+            f"(theory {r['theory'][0]:.3f})\ntau {r['median'][1]:.3f} "
+            f"(theory {r['theory'][1]:.3f})",
+            fontsize=9,
+        )
         if col == 0:
             ax.legend(fontsize=7, loc="upper left")
     for ax in axes.ravel():
         ax.tick_params(labelsize=6)
-    fig.suptitle("Fig. 5: first PPA curvilinear feature and its Frenet-Serret frames "
-                 "(tangent red, normal green, binormal blue)", fontsize=10)
+    fig.suptitle(
+        "Fig. 5: first PPA curvilinear feature and its Frenet-Serret frames "
+        "(tangent red, normal green, binormal blue)",
+        fontsize=10,
+    )
     return os.path.basename(save_figure(fig, out, "fig5_helix_frames.png"))
 
 
@@ -249,13 +388,25 @@ def _figure6(out, rows4):
                 continue
             label = f"noise {rel:.2f} a" + (f" (b/a < {FOLD_RATIO})" if folds else "")
             t1 = [row["chi1_theory"] for row in sel]
-            axes[0, 0].scatter(t1, [row["chi1"] for row in sel], color=grays[rel],
-                               marker=marker, s=18, label=label)
+            axes[0, 0].scatter(
+                t1,
+                [row["chi1"] for row in sel],
+                color=grays[rel],
+                marker=marker,
+                s=18,
+                label=label,
+            )
             t2 = [row["chi2_theory"] for row in sel]
-            axes[0, 1].scatter(t2, [row["chi2"] for row in sel], color=grays[rel],
-                               marker=marker, s=18)
-            axes[0, 1].scatter(t2, [row["abs_chi3"] for row in sel], color=grays[rel],
-                               marker="v" if not folds else "1", s=18)
+            axes[0, 1].scatter(
+                t2, [row["chi2"] for row in sel], color=grays[rel], marker=marker, s=18
+            )
+            axes[0, 1].scatter(
+                t2,
+                [row["abs_chi3"] for row in sel],
+                color=grays[rel],
+                marker="v" if not folds else "1",
+                s=18,
+            )
     for ax, name in zip(axes[0], ("chi_1", "chi_2 (circles), |chi_3| (triangles, theory 0)")):
         lo = 0.0
         hi = max(max(ax.get_xlim()), max(ax.get_ylim()))
@@ -267,8 +418,9 @@ def _figure6(out, rows4):
         ax.set_yscale("symlog", linthresh=0.1)
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=7)
-    fig.suptitle("Fig. 6: generalised curvatures of 4-D rotated helices "
-                 "(darker = lower noise)", fontsize=10)
+    fig.suptitle(
+        "Fig. 6: generalised curvatures of 4-D rotated helices (darker = lower noise)", fontsize=10
+    )
     return os.path.basename(save_figure(fig, out, "fig6_helix4d_curvatures.png"))
 
 

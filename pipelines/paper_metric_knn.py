@@ -33,12 +33,27 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 from _paper_common import (  # noqa: E402
-    Timer, base_parser, command_line, csv_list, mean_std, new_figure, pm, prepare_output,
-    run_fanout, save_figure, write_json, write_report, write_table,
+    Timer,
+    base_parser,
+    command_line,
+    csv_list,
+    mean_std,
+    new_figure,
+    pm,
+    prepare_output,
+    run_fanout,
+    save_figure,
+    write_json,
+    write_report,
+    write_table,
 )
 
 from ppa_dask.app.experiments import (  # noqa: E402
-    KNN_LABELS, KNN_METRICS, metric_knn_task, parabola_degree, task_seed,
+    KNN_LABELS,
+    KNN_METRICS,
+    metric_knn_task,
+    parabola_degree,
+    task_seed,
 )
 
 CURVATURES = {"low": 0.5, "high": 1.5}
@@ -47,14 +62,27 @@ GAP, NOISE = 0.4, 0.05
 
 def parse_args(argv=None):
     parser = base_parser(__doc__.split("\n\n")[0], "paper-results/metric-knn")
-    parser.add_argument("--train-sizes", type=csv_list(int), default=None,
-                        help="training set sizes (default 10,20,50,100,500; quick 10,50)")
-    parser.add_argument("--ks", type=csv_list(int), default=None,
-                        help="numbers of neighbours (default 1,3,...,15; quick 1,3,5)")
-    parser.add_argument("--degree", type=int, default=None,
-                        help="fixed PPA degree (default: chosen by CV on 1000 samples)")
-    parser.add_argument("--n-test", type=int, default=None,
-                        help="test points per draw (default 2000; quick 500)")
+    parser.add_argument(
+        "--train-sizes",
+        type=csv_list(int),
+        default=None,
+        help="training set sizes (default 10,20,50,100,500; quick 10,50)",
+    )
+    parser.add_argument(
+        "--ks",
+        type=csv_list(int),
+        default=None,
+        help="numbers of neighbours (default 1,3,...,15; quick 1,3,5)",
+    )
+    parser.add_argument(
+        "--degree",
+        type=int,
+        default=None,
+        help="fixed PPA degree (default: chosen by CV on 1000 samples)",
+    )
+    parser.add_argument(
+        "--n-test", type=int, default=None, help="test points per draw (default 2000; quick 500)"
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     if args.repeats is None:
@@ -77,14 +105,24 @@ def main(argv=None):
         degrees, cv_scores = {}, {}
         for level, c in CURVATURES.items():
             degrees[level], cv_scores[level] = parabola_degree(
-                c, seed=task_seed(args.seed, "parabola-degree", level), gap=GAP, noise=NOISE)
+                c, seed=task_seed(args.seed, "parabola-degree", level), gap=GAP, noise=NOISE
+            )
             if args.degree is not None:
                 degrees[level] = args.degree
         specs = [
-            dict(level=level, curvature=c, gap=GAP, noise=NOISE, n_train=n, n_test=args.n_test,
-                 ks=tuple(args.ks), degree=degrees[level],
-                 seed=task_seed(args.seed, "knn", level, n, r))
-            for level, c in CURVATURES.items() for n in args.train_sizes
+            dict(
+                level=level,
+                curvature=c,
+                gap=GAP,
+                noise=NOISE,
+                n_train=n,
+                n_test=args.n_test,
+                ks=tuple(args.ks),
+                degree=degrees[level],
+                seed=task_seed(args.seed, "knn", level, n, r),
+            )
+            for level, c in CURVATURES.items()
+            for n in args.train_sizes
             for r in range(args.repeats)
         ]
         results = run_fanout(metric_knn_task, specs, args.workers, label="metric k-NN")
@@ -92,8 +130,11 @@ def main(argv=None):
     acc = {}  # (level, n) -> (mean, std) arrays of shape (3, len(ks))
     for level in CURVATURES:
         for n in args.train_sizes:
-            stack = [r["accuracy"] for s, r in zip(specs, results)
-                     if s["level"] == level and r["n_train"] == n]
+            stack = [
+                r["accuracy"]
+                for s, r in zip(specs, results)
+                if s["level"] == level and r["n_train"] == n
+            ]
             acc[level, n] = mean_std(np.array(stack))
     rows, size_rows, summary = [], [], {}
     for level, c in CURVATURES.items():
@@ -112,43 +153,76 @@ def main(argv=None):
                 size_row[metric] = over_k[i]
                 size_row[f"{metric}_k_spread"] = float(np.nanmax(m[i]) - np.nanmin(m[i]))
             size_rows.append(size_row)
-            summary[f"{level}|{n}"] = dict(size_row, ppa_ahead=bool(
-                over_k[2] >= max(over_k[0], over_k[1])))
+            summary[f"{level}|{n}"] = dict(
+                size_row, ppa_ahead=bool(over_k[2] >= max(over_k[0], over_k[1]))
+            )
     metric_cols = [(f"{m}_pm", KNN_LABELS[m]) for m in KNN_METRICS]
     t_acc = write_table(
-        out, "knn_accuracy",
+        out,
+        "knn_accuracy",
         [(k, k) for k in ("curvature", "n_train", "k", "degree")]
         + [(col, col) for m in KNN_METRICS for col in (m, f"{m}_std")],
-        rows, md_columns=[("curvature", "curvature", ".1f"), ("n_train", "training size"),
-                          ("k", "k")] + metric_cols,
-        title=f"Fig. 4: k-NN test accuracy, mean ± std over {args.repeats} draws")
+        rows,
+        md_columns=[("curvature", "curvature", ".1f"), ("n_train", "training size"), ("k", "k")]
+        + metric_cols,
+        title=f"Fig. 4: k-NN test accuracy, mean ± std over {args.repeats} draws",
+    )
     t_size = write_table(
-        out, "knn_by_training_size",
+        out,
+        "knn_by_training_size",
         [(k, k) for k in ("curvature", "n_train", "degree")]
         + [(col, col) for m in KNN_METRICS for col in (m, f"{m}_k_spread")],
         size_rows,
-        md_columns=[("curvature", "curvature", ".1f"), ("n_train", "training size"),
-                    ("degree", "PPA degree")]
+        md_columns=[
+            ("curvature", "curvature", ".1f"),
+            ("n_train", "training size"),
+            ("degree", "PPA degree"),
+        ]
         + [(m, f"{KNN_LABELS[m]} (mean over k)") for m in KNN_METRICS]
         + [(f"{m}_k_spread", f"{KNN_LABELS[m]} spread over k") for m in KNN_METRICS],
-        title="Accuracy averaged over k (and its range over k: sensitivity to k)")
+        title="Accuracy averaged over k (and its range over k: sensitivity to k)",
+    )
 
-    figures = [_figure4(out, acc, args), _figure4_sizes(out, acc, args),
-               _figure3(out, degrees, args.seed)]
-    write_json(out, "summary.json", dict(settings=vars(args), degrees=degrees,
-                                          degree_cv_scores=cv_scores, summary=summary,
-                                          elapsed_seconds=timer.elapsed))
-    write_report(out, "PPA paper Sec. 5.1: k-NN in the PPA metric",
-                 command_line(__file__, argv), [t_size, t_acc], figures, timer.elapsed)
+    figures = [
+        _figure4(out, acc, args),
+        _figure4_sizes(out, acc, args),
+        _figure3(out, degrees, args.seed),
+    ]
+    write_json(
+        out,
+        "summary.json",
+        dict(
+            settings=vars(args),
+            degrees=degrees,
+            degree_cv_scores=cv_scores,
+            summary=summary,
+            elapsed_seconds=timer.elapsed,
+        ),
+    )
+    write_report(
+        out,
+        "PPA paper Sec. 5.1: k-NN in the PPA metric",
+        command_line(__file__, argv),
+        [t_size, t_acc],
+        figures,
+        timer.elapsed,
+    )
 
     print(f"\nMetric k-NN ({args.repeats} draws, {timer.elapsed:.1f} s) -> {out}")
-    print(f"PPA degree (CV on 1000 samples, 1% parsimony rule): {degrees}; CV errors "
-          + "; ".join(f"{k}: {np.round(v, 4).tolist()}" for k, v in cv_scores.items()))
-    print(f"{'curvature':>9s} {'n_train':>7s}  " + "  ".join(f"{m:>11s}" for m in KNN_METRICS)
-          + "   (accuracy, mean over k)")
+    print(
+        f"PPA degree (CV on 1000 samples, 1% parsimony rule): {degrees}; CV errors "
+        + "; ".join(f"{k}: {np.round(v, 4).tolist()}" for k, v in cv_scores.items())
+    )
+    print(
+        f"{'curvature':>9s} {'n_train':>7s}  "
+        + "  ".join(f"{m:>11s}" for m in KNN_METRICS)
+        + "   (accuracy, mean over k)"
+    )
     for row in size_rows:
-        print(f"{row['curvature']:9.1f} {row['n_train']:7d}  "
-              + "  ".join(f"{row[m]:11.3f}" for m in KNN_METRICS))
+        print(
+            f"{row['curvature']:9.1f} {row['n_train']:7d}  "
+            + "  ".join(f"{row[m]:11.3f}" for m in KNN_METRICS)
+        )
     return dict(output=out, degrees=degrees, summary=summary, accuracy=acc, rows=rows)
 
 
@@ -161,8 +235,16 @@ def _figure4(out, acc, args):
             ax = axes[row, col]
             m, s = acc[level, n]
             for i, metric in enumerate(KNN_METRICS):
-                ax.errorbar(args.ks, m[i], yerr=s[i], color=colors[metric], marker="o", ms=3,
-                            capsize=2, label=KNN_LABELS[metric])
+                ax.errorbar(
+                    args.ks,
+                    m[i],
+                    yerr=s[i],
+                    color=colors[metric],
+                    marker="o",
+                    ms=3,
+                    capsize=2,
+                    label=KNN_LABELS[metric],
+                )
             ax.set_title(f"curvature {c}, {n} training points", fontsize=9)
             ax.set_xlabel("k")
             ax.grid(alpha=0.3)
@@ -179,8 +261,9 @@ def _figure4_sizes(out, acc, args):
     for ax, (level, c) in zip(axes[0], CURVATURES.items()):
         for i, metric in enumerate(KNN_METRICS):
             means = [np.nanmean(acc[level, n][0][i]) for n in args.train_sizes]
-            ax.plot(args.train_sizes, means, marker="o", color=colors[metric],
-                    label=KNN_LABELS[metric])
+            ax.plot(
+                args.train_sizes, means, marker="o", color=colors[metric], label=KNN_LABELS[metric]
+            )
         ax.set_xscale("log")
         ax.set_xlabel("training points")
         ax.set_ylabel("test accuracy (mean over k)")
@@ -195,11 +278,16 @@ def _figure3(out, degrees, base_seed):
     from matplotlib.patches import Ellipse
 
     from ppa_dask import PPA
-    from ppa_dask.datasets import make_parabolas
     from ppa_dask.app.plotting import principal_grids
+    from ppa_dask.datasets import make_parabolas
 
-    X, y = make_parabolas(1000, curvature=CURVATURES["high"], gap=GAP, noise=NOISE,
-                          random_state=task_seed(base_seed, "fig3"))
+    X, y = make_parabolas(
+        1000,
+        curvature=CURVATURES["high"],
+        gap=GAP,
+        noise=NOISE,
+        random_state=task_seed(base_seed, "fig3"),
+    )
     model = PPA(degree=degrees["high"], whiten=True).fit(X)
     fig, axes = new_figure(1, 2, figsize=(10, 4.4))
     ax = axes[0, 0]
@@ -209,19 +297,28 @@ def _figure3(out, degrees, base_seed):
         ax.scatter(*X[y == label].T, s=3, color=color, alpha=0.5, label=f"class {label + 1}")
     # unit-distance loci of the whitened PPA metric, scaled by 0.25 to fit the plot
     centres = model.inverse_transform(
-        np.array([[u, v] for u in np.linspace(-1.5, 1.5, 5) for v in (-1.0, 1.0)]))
+        np.array([[u, v] for u in np.linspace(-1.5, 1.5, 5) for v in (-1.0, 1.0)])
+    )
     radius = 0.25
     for centre, M in zip(centres, model.metric(centres)):
         w, V = np.linalg.eigh(M)
         angle = np.degrees(np.arctan2(V[1, 0], V[0, 0]))
-        ax.add_patch(Ellipse(centre, 2 * radius / np.sqrt(w[0]), 2 * radius / np.sqrt(w[1]),
-                             angle=angle, fill=False, color="k", lw=1))
+        ax.add_patch(
+            Ellipse(
+                centre,
+                2 * radius / np.sqrt(w[0]),
+                2 * radius / np.sqrt(w[1]),
+                angle=angle,
+                fill=False,
+                color="k",
+                lw=1,
+            )
+        )
     ax.set_aspect("equal")
     ax.set_title("input domain: PPA grid and PPA-metric balls (radius 0.25)", fontsize=9)
     handles, labels = ax.get_legend_handles_labels()
     keep = [i for i, label in enumerate(labels) if label != "data"]  # the empty grid scatter
-    ax.legend([handles[i] for i in keep], [labels[i] for i in keep], fontsize=7,
-              loc="lower right")
+    ax.legend([handles[i] for i in keep], [labels[i] for i in keep], fontsize=7, loc="lower right")
     ax = axes[0, 1]
     R = model.transform(X)
     for label, color in ((0, "tab:blue"), (1, "tab:orange")):
@@ -233,8 +330,10 @@ def _figure3(out, degrees, base_seed):
     ax.set_xlabel("whitened alpha_1")
     ax.set_ylabel("whitened residual")
     ax.set_title("whitened PPA domain: the same balls are circles", fontsize=9)
-    fig.suptitle(f"Fig. 3: two noisy parabolas (curvature {CURVATURES['high']}), "
-                 f"PPA degree {degrees['high']}")
+    fig.suptitle(
+        f"Fig. 3: two noisy parabolas (curvature {CURVATURES['high']}), "
+        f"PPA degree {degrees['high']}"
+    )
     return os.path.basename(save_figure(fig, out, "fig3_ppa_metric.png"))
 
 

@@ -31,9 +31,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 from _paper_common import (  # noqa: E402
+    Timer,
+    command_line,
+    mean_std,
+    new_figure,
     paper_datasets_parser,
-    Timer, command_line, mean_std, new_figure, pm, prepare_output,
-    run_fanout, save_figure, write_json, write_report, write_table,
+    pm,
+    prepare_output,
+    run_fanout,
+    save_figure,
+    write_json,
+    write_report,
+    write_table,
 )
 from paper_dimensionality_reduction import NAMES, split_seed  # noqa: E402
 
@@ -64,14 +73,22 @@ def main(argv=None):
     args = parse_args(argv)
     out = prepare_output(args.output)
     specs = [
-        dict(dataset=name, seed=split_seed(args.seed, name, r), repeat=r,
-             max_samples=QUICK_SAMPLES if args.quick else None, methods=METHODS,
-             estimators=ESTIMATORS, gd_max_iter=args.gd_max_iter)
-        for name in args.datasets for r in range(args.repeats)
+        dict(
+            dataset=name,
+            seed=split_seed(args.seed, name, r),
+            repeat=r,
+            max_samples=QUICK_SAMPLES if args.quick else None,
+            methods=METHODS,
+            estimators=ESTIMATORS,
+            gd_max_iter=args.gd_max_iter,
+        )
+        for name in args.datasets
+        for r in range(args.repeats)
     ]
     with Timer() as timer:
-        results = run_fanout(multi_information_task, specs, args.workers,
-                             label="multi-information")
+        results = run_fanout(
+            multi_information_task, specs, args.workers, label="multi-information"
+        )
 
     stats = {}  # (dataset, half, estimator, method) -> (mean, std)
     long_rows = []
@@ -83,9 +100,18 @@ def main(argv=None):
                     values = [r["delta_i"][method][half][est] for r in res]
                     m, s = mean_std(values)
                     stats[name, half, est, method] = (float(m), float(s))
-                    long_rows.append(dict(dataset=name, half=half, estimator=est, method=method,
-                                          mean=m, std=s, n_splits=len(values),
-                                          paper=PAPER_TABLE3[name][i]))
+                    long_rows.append(
+                        dict(
+                            dataset=name,
+                            half=half,
+                            estimator=est,
+                            method=method,
+                            mean=m,
+                            std=s,
+                            n_splits=len(values),
+                            paper=PAPER_TABLE3[name][i],
+                        )
+                    )
 
     main_rows, summary = [], {}
     for name in args.datasets:
@@ -102,9 +128,13 @@ def main(argv=None):
         summary[name] = dict(
             {method: row[method] for method in METHODS},
             ppa_above_pca=bool(row["ppa"] > row["pca"]),
-            ppa_above_pca_every_estimate=bool(all(
-                stats[name, h, e, "ppa"][0] > stats[name, h, e, "pca"][0]
-                for h in HALVES for e in ESTIMATORS)),
+            ppa_above_pca_every_estimate=bool(
+                all(
+                    stats[name, h, e, "ppa"][0] > stats[name, h, e, "pca"][0]
+                    for h in HALVES
+                    for e in ESTIMATORS
+                )
+            ),
             paper=dict(zip(METHODS, PAPER_TABLE3[name])),
         )
     md_cols = [("dataset", "Database")]
@@ -114,9 +144,15 @@ def main(argv=None):
     csv_cols = [("dataset", "dataset")]
     for m in METHODS:
         csv_cols += [(m, m), (f"{m}_std", f"{m}_std"), (f"paper_{m}", f"paper_{m}")]
-    t3 = write_table(out, "table3_multi_information", csv_cols, main_rows, md_columns=md_cols,
-                     title="Table 3: multi-information reduction (bits per dimension) on the "
-                           "held-out half, spacing estimator, mean ± std over splits")
+    t3 = write_table(
+        out,
+        "table3_multi_information",
+        csv_cols,
+        main_rows,
+        md_columns=md_cols,
+        title="Table 3: multi-information reduction (bits per dimension) on the "
+        "held-out half, spacing estimator, mean ± std over splits",
+    )
 
     wide_rows = []
     for name in args.datasets:
@@ -127,27 +163,50 @@ def main(argv=None):
                     row[method] = stats[name, half, est, method][0]
                 wide_rows.append(row)
     all_md = write_table(
-        out, "multi_information_all",
-        [("dataset", "dataset"), ("half", "half"), ("estimator", "estimator"),
-         ("method", "method"), ("mean", "mean"), ("std", "std"), ("n_splits", "n_splits"),
-         ("paper", "paper")], long_rows,
+        out,
+        "multi_information_all",
+        [
+            ("dataset", "dataset"),
+            ("half", "half"),
+            ("estimator", "estimator"),
+            ("method", "method"),
+            ("mean", "mean"),
+            ("std", "std"),
+            ("n_splits", "n_splits"),
+            ("paper", "paper"),
+        ],
+        long_rows,
         md_columns=[("dataset", "Database"), ("half", "half"), ("estimator", "entropy estimator")]
-        + [(m, METHOD_LABELS[m]) for m in METHODS], md_rows=wide_rows,
-        title="Every estimate (bits per dimension, mean over splits)")
+        + [(m, METHOD_LABELS[m]) for m in METHODS],
+        md_rows=wide_rows,
+        title="Every estimate (bits per dimension, mean over splits)",
+    )
 
     figure = _figure(out, args.datasets, stats)
-    write_json(out, "summary.json", dict(settings=vars(args), summary=summary,
-                                          elapsed_seconds=timer.elapsed))
-    write_report(out, "PPA paper Sec. 5.4: multi-information reduction",
-                 command_line(__file__, argv), [t3, all_md], [figure], timer.elapsed)
+    write_json(
+        out,
+        "summary.json",
+        dict(settings=vars(args), summary=summary, elapsed_seconds=timer.elapsed),
+    )
+    write_report(
+        out,
+        "PPA paper Sec. 5.4: multi-information reduction",
+        command_line(__file__, argv),
+        [t3, all_md],
+        [figure],
+        timer.elapsed,
+    )
 
-    print(f"\nMulti-information reduction, bits/dim ({args.repeats} splits, held-out half, "
-          f"spacing estimator; {timer.elapsed:.1f} s) -> {out}")
+    print(
+        f"\nMulti-information reduction, bits/dim ({args.repeats} splits, held-out half, "
+        f"spacing estimator; {timer.elapsed:.1f} s) -> {out}"
+    )
     print(f"{'data set':16s} {'PCA':>6s} {'PPA':>6s} {'PPA-GD':>7s}   paper PCA/PPA/PPA-GD")
     for name, row in zip(args.datasets, main_rows):
         paper = "/".join(f"{v:.2f}" for v in PAPER_TABLE3[name])
-        print(f"{NAMES[name]:16s} {row['pca']:6.2f} {row['ppa']:6.2f} {row['ppa_gd']:7.2f}   "
-              f"{paper}")
+        print(
+            f"{NAMES[name]:16s} {row['pca']:6.2f} {row['ppa']:6.2f} {row['ppa_gd']:7.2f}   {paper}"
+        )
     return dict(output=out, summary=summary, stats=stats, results=results)
 
 
@@ -160,11 +219,24 @@ def _figure(out, datasets, stats):
     for i, method in enumerate(METHODS):
         means = [stats[name, "test", "auto", method][0] for name in datasets]
         stds = [stats[name, "test", "auto", method][1] for name in datasets]
-        ax.bar(x + (i - 1) * width, means, width, yerr=stds, color=colors[method],
-               label=METHOD_LABELS[method], capsize=2)
-        ax.scatter(x + (i - 1) * width, [PAPER_TABLE3[name][i] for name in datasets],
-                   marker="_", s=200, color="k", zorder=3,
-                   label="paper's Table 3" if i == 0 else None)
+        ax.bar(
+            x + (i - 1) * width,
+            means,
+            width,
+            yerr=stds,
+            color=colors[method],
+            label=METHOD_LABELS[method],
+            capsize=2,
+        )
+        ax.scatter(
+            x + (i - 1) * width,
+            [PAPER_TABLE3[name][i] for name in datasets],
+            marker="_",
+            s=200,
+            color="k",
+            zorder=3,
+            label="paper's Table 3" if i == 0 else None,
+        )
     ax.set_xticks(x, [NAMES[name] for name in datasets], fontsize=9)
     ax.set_ylabel("Delta I (bits per dimension)")
     ax.axhline(0, color="k", lw=0.5)

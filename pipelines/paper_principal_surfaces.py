@@ -28,14 +28,26 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _paper_common import (  # noqa: E402
-    Timer, base_parser, command_line, mean_std, new_figure, pm, prepare_output, run_fanout,
-    save_figure, write_json, write_report, write_table,
+    Timer,
+    base_parser,
+    command_line,
+    mean_std,
+    new_figure,
+    pm,
+    prepare_output,
+    run_fanout,
+    save_figure,
+    write_json,
+    write_report,
+    write_table,
 )
 
-from ppa_dask.datasets import PAPER_DATASETS  # noqa: E402
 from ppa_dask.app.experiments import (  # noqa: E402
-    principal_surface_task, scaled_paper_dataset, task_seed,
+    principal_surface_task,
+    scaled_paper_dataset,
+    task_seed,
 )
+from ppa_dask.datasets import PAPER_DATASETS  # noqa: E402
 
 #: input dimension pairs of the paper's first row (1-based, MagicGamma) and its 3-D view
 PAPER_PAIRS = ((2, 5), (3, 9), (4, 3), (5, 7), (9, 1))
@@ -46,8 +58,12 @@ QUICK_SAMPLES = 2000
 
 def parse_args(argv=None):
     parser = base_parser(__doc__.split("\n\n")[0], "paper-results/principal-surfaces")
-    parser.add_argument("--dataset", default="magic_gamma", choices=PAPER_DATASETS,
-                        help="data set (default: magic_gamma, the paper's)")
+    parser.add_argument(
+        "--dataset",
+        default="magic_gamma",
+        choices=PAPER_DATASETS,
+        help="data set (default: magic_gamma, the paper's)",
+    )
     args = parser.parse_args(argv)
     if args.repeats is None:
         args.repeats = 1 if args.quick else 5
@@ -65,17 +81,28 @@ def input_views(d):
 def main(argv=None):
     args = parse_args(argv)
     out = prepare_output(args.output)
-    specs = [dict(dataset=args.dataset, seed=task_seed(args.seed, "surface", args.dataset, r),
-                  max_samples=QUICK_SAMPLES if args.quick else None, keep_model=r == 0)
-             for r in range(args.repeats)]
+    specs = [
+        dict(
+            dataset=args.dataset,
+            seed=task_seed(args.seed, "surface", args.dataset, r),
+            max_samples=QUICK_SAMPLES if args.quick else None,
+            keep_model=r == 0,
+        )
+        for r in range(args.repeats)
+    ]
     with Timer() as timer:
-        results = run_fanout(principal_surface_task, specs, args.workers,
-                             label="principal surfaces")
+        results = run_fanout(
+            principal_surface_task, specs, args.workers, label="principal surfaces"
+        )
     names = ("curve", "surface", "volume")
     rows = []
     for r, res in enumerate(results):
-        row = dict(repeat=r, seed=res["seed"], n_train=res["n_train"],
-                   degrees=" ".join(map(str, res["degrees"])))
+        row = dict(
+            repeat=r,
+            seed=res["seed"],
+            n_train=res["n_train"],
+            degrees=" ".join(map(str, res["degrees"])),
+        )
         for j, name in enumerate(names[: res["train_relative"].shape[0]]):
             row[f"{name}_train"] = res["train_relative"][j]
             row[f"{name}_test"] = res["test_relative"][j]
@@ -90,25 +117,44 @@ def main(argv=None):
                 m, s = mean_std(values)
                 mean_row[key] = pm(m, s, ".1f")
                 summary[key] = float(m)
-    md_rows = [{k: (format(v, ".1f") if isinstance(v, float) else v) for k, v in row.items()}
-               for row in rows] + [mean_row]
-    cols = [("repeat", "repeat"), ("seed", "seed"), ("n_train", "n_train"),
-            ("degrees", "degrees")]
+    md_rows = [
+        {k: (format(v, ".1f") if isinstance(v, float) else v) for k, v in row.items()}
+        for row in rows
+    ] + [mean_row]
+    cols = [("repeat", "repeat"), ("seed", "seed"), ("n_train", "n_train"), ("degrees", "degrees")]
     cols += [(f"{n}_{h}", f"{n}_{h}") for n in names for h in ("train", "test")]
     md_cols = [("repeat", "fit"), ("degrees", "degrees of steps 1-3")]
-    md_cols += [(f"{n}_{h}", f"principal {n} vs PCA, {h} (%)") for n in names
-                for h in ("train", "test")]
-    table = write_table(out, "principal_manifolds", cols, rows, md_columns=md_cols,
-                        md_rows=md_rows,
-                        title=f"{args.dataset}: relative MSE (100 x MSE / MSE_PCA) of the "
-                              "projection on PPA's principal curve, surface and volume")
+    md_cols += [
+        (f"{n}_{h}", f"principal {n} vs PCA, {h} (%)") for n in names for h in ("train", "test")
+    ]
+    table = write_table(
+        out,
+        "principal_manifolds",
+        cols,
+        rows,
+        md_columns=md_cols,
+        md_rows=md_rows,
+        title=f"{args.dataset}: relative MSE (100 x MSE / MSE_PCA) of the "
+        "projection on PPA's principal curve, surface and volume",
+    )
     figure = _figure(out, args.dataset, results[0]["model"], args.seed)
-    write_json(out, "summary.json", dict(settings=vars(args), summary=summary, rows=rows,
-                                          elapsed_seconds=timer.elapsed))
-    write_report(out, "PPA paper Sec. 5.3: principal curves, surfaces and volumes",
-                 command_line(__file__, argv), [table], [figure], timer.elapsed)
-    print(f"\nPrincipal curves/surfaces/volumes of {args.dataset} ({args.repeats} fits, "
-          f"{timer.elapsed:.1f} s) -> {out}")
+    write_json(
+        out,
+        "summary.json",
+        dict(settings=vars(args), summary=summary, rows=rows, elapsed_seconds=timer.elapsed),
+    )
+    write_report(
+        out,
+        "PPA paper Sec. 5.3: principal curves, surfaces and volumes",
+        command_line(__file__, argv),
+        [table],
+        [figure],
+        timer.elapsed,
+    )
+    print(
+        f"\nPrincipal curves/surfaces/volumes of {args.dataset} ({args.repeats} fits, "
+        f"{timer.elapsed:.1f} s) -> {out}"
+    )
     for key, value in summary.items():
         print(f"  {key:15s} {value:6.1f} % of PCA's error")
     return dict(output=out, summary=summary, rows=rows)
@@ -123,22 +169,41 @@ def _figure(out, dataset, model, base_seed):
     top, bottom = fig.subfigures(2, 1, height_ratios=(1.0, 1.15))
     for i, pair in enumerate(pairs):
         ax = top.add_subplot(1, len(pairs), i + 1)
-        principal_grids(model, X, dims=(0, 1), n_lines=7, input_dims=pair, ax=ax,
-                        max_scatter=4000, random_state=task_seed(base_seed, "fig7"))
+        principal_grids(
+            model,
+            X,
+            dims=(0, 1),
+            n_lines=7,
+            input_dims=pair,
+            ax=ax,
+            max_scatter=4000,
+            random_state=task_seed(base_seed, "fig7"),
+        )
         ax.set_title(f"[{pair[0] + 1},{pair[1] + 1}]", fontsize=10)
         ax.get_legend().remove()
     for i, (elev, azim) in enumerate(VIEWS):
         ax = bottom.add_subplot(1, len(VIEWS), i + 1, projection="3d")
-        principal_grids(model, X, dims=(0, 1, 2), n_lines=5, n_points=60, input_dims=triple,
-                        ax=ax, max_scatter=2500, random_state=task_seed(base_seed, "fig7"))
+        principal_grids(
+            model,
+            X,
+            dims=(0, 1, 2),
+            n_lines=5,
+            n_points=60,
+            input_dims=triple,
+            ax=ax,
+            max_scatter=2500,
+            random_state=task_seed(base_seed, "fig7"),
+        )
         ax.view_init(elev=elev, azim=azim)
         ax.set_title(f"[{', '.join(str(t + 1) for t in triple)}], view {i + 1}", fontsize=10)
         if i:
             ax.get_legend().remove()
         else:
             ax.legend(fontsize=6, loc="upper left")
-    fig.suptitle(f"Fig. 7: PPA principal curve (red), surface (top, grey) and volume (bottom, "
-                 f"5x5x5 grid) of {dataset}")
+    fig.suptitle(
+        f"Fig. 7: PPA principal curve (red), surface (top, grey) and volume (bottom, "
+        f"5x5x5 grid) of {dataset}"
+    )
     return os.path.basename(save_figure(fig, out, "fig7_principal_surfaces.png"))
 
 

@@ -121,8 +121,9 @@ def run_block(setting, X, y, T_max):
             reduced = forward_selection_path(X, y, T_max, q, (seed, b), excluded=j)
             for T in range(1, T_max + 1):
                 w_minus[j, T - 1, reduced[:T]] += 1
-    return dict(q=q, b0=b0, b1=b1, w_full=w_full.tolist(), w_minus=w_minus.tolist(),
-                beta=beta.tolist())
+    return dict(
+        q=q, b0=b0, b1=b1, w_full=w_full.tolist(), w_minus=w_minus.tolist(), beta=beta.tolist()
+    )
 
 
 def main(argv=None):
@@ -138,13 +139,21 @@ def main(argv=None):
     block = 10
     settings = [dict(q=1.0, b0=0, b1=1, seed=args.seed)]  # greedy forward selection
     for q in qs:
-        settings += [dict(q=q, b0=b0, b1=min(B, b0 + block), seed=args.seed)
-                     for b0 in range(0, B, block)]
+        settings += [
+            dict(q=q, b0=b0, b1=min(B, b0 + block), seed=args.seed) for b0 in range(0, B, block)
+        ]
     start = time.perf_counter()
     with common.cluster(args) as client:
-        parts = common.run_grid(run_block, settings, (X, y, T_max), args.output, client,
-                                "forward-selection rounds", args.quiet,
-                                context=dict(n=n, d=d, T_max=T_max))
+        parts = common.run_grid(
+            run_block,
+            settings,
+            (X, y, T_max),
+            args.output,
+            client,
+            "forward-selection rounds",
+            args.quiet,
+            context=dict(n=n, d=d, T_max=T_max),
+        )
     from ppa_dask.stability import feature_stability_bound
 
     rows = []
@@ -156,13 +165,22 @@ def main(argv=None):
         beta = sum(np.array(p["beta"]) for p in mine) / rounds
         for T in range(1, T_max + 1):
             diffs = ((w_full[T - 1][None, :] - w_minus[:, T - 1, :]) ** 2).sum(axis=1)
-            rows.append(dict(
-                q=q, B=rounds, T=T, FI=float(diffs.mean()),
-                theory=(2 * T / d) if q == 1.0 else T**2 * feature_stability_bound(d, q),
-                qT=q * T, estimation_error=float(((beta[T - 1] - beta_star) ** 2).sum()),
-            ))
-    common.write_csv(rows, os.path.join(args.output, "results.csv"),
-                     ["q", "B", "T", "FI", "theory", "qT", "estimation_error"])
+            rows.append(
+                dict(
+                    q=q,
+                    B=rounds,
+                    T=T,
+                    FI=float(diffs.mean()),
+                    theory=(2 * T / d) if q == 1.0 else T**2 * feature_stability_bound(d, q),
+                    qT=q * T,
+                    estimation_error=float(((beta[T - 1] - beta_star) ** 2).sum()),
+                )
+            )
+    common.write_csv(
+        rows,
+        os.path.join(args.output, "results.csv"),
+        ["q", "B", "T", "FI", "theory", "qT", "estimation_error"],
+    )
     seconds = time.perf_counter() - start
 
     plt = common.matplotlib_headless()
@@ -171,11 +189,15 @@ def main(argv=None):
         pts = [r for r in rows if r["q"] == q]
         label = "greedy (no bagging)" if q == 1.0 else f"q = {q}"
         color = "k" if q == 1.0 else f"C{k}"
-        axes[0].plot([r["T"] for r in pts], [r["FI"] for r in pts], "o-", color=color,
-                     label=label)
+        axes[0].plot([r["T"] for r in pts], [r["FI"] for r in pts], "o-", color=color, label=label)
         axes[0].plot([r["T"] for r in pts], [r["theory"] for r in pts], ":", color=color)
-        axes[1].plot([r["T"] for r in pts], [r["estimation_error"] for r in pts], "o-",
-                     color=color, label=label)
+        axes[1].plot(
+            [r["T"] for r in pts],
+            [r["estimation_error"] for r in pts],
+            "o-",
+            color=color,
+            label=label,
+        )
     axes[0].set_yscale("log")
     axes[0].set_xlabel("steps T")
     axes[0].set_title("(a) FI of w_T (dotted: 2T/d, T^2 q/((d-1)(1-q)))")
@@ -191,10 +213,15 @@ def main(argv=None):
     certified = [r for r in bagged if r["qT"] <= 1]
     bound_holds = sum(r["FI"] <= r["theory"] for r in certified)
     monotone_in_q = all(
-        all(a["FI"] <= b["FI"] for a, b in zip(
-            sorted([r for r in bagged if r["T"] == T], key=lambda r: r["q"]),
-            sorted([r for r in bagged if r["T"] == T], key=lambda r: r["q"])[1:]))
-        for T in range(1, T_max + 1))
+        all(
+            a["FI"] <= b["FI"]
+            for a, b in zip(
+                sorted([r for r in bagged if r["T"] == T], key=lambda r: r["q"]),
+                sorted([r for r in bagged if r["T"] == T], key=lambda r: r["q"])[1:],
+            )
+        )
+        for T in range(1, T_max + 1)
+    )
     lines = [
         "# Random forward selection: FI with and without feature bagging (section 4.2.1)",
         "",
@@ -216,8 +243,14 @@ def main(argv=None):
     with open(os.path.join(args.output, "report.md"), "w") as f:
         f.write("\n".join(lines))
     print(f"wrote {args.output}/report.md")
-    return dict(rows=rows, below_baseline=below_baseline, n_bagged=len(bagged),
-                bound_holds=bound_holds, n_certified=len(certified), monotone_in_q=monotone_in_q)
+    return dict(
+        rows=rows,
+        below_baseline=below_baseline,
+        n_bagged=len(bagged),
+        bound_holds=bound_holds,
+        n_certified=len(certified),
+        monotone_in_q=monotone_in_q,
+    )
 
 
 if __name__ == "__main__":

@@ -55,14 +55,19 @@ ESTIMATORS = ("rf", "dt", "ada", "gbrt")
 
 def parse_args(argv=None):
     p = common.base_parser(__doc__.split("\n\n")[0], "stability-generalization")
-    p.add_argument("--datasets", nargs="+", default=None,
-                   help="marsadd and/or " + ", ".join(common.DATASETS))
+    p.add_argument(
+        "--datasets", nargs="+", default=None, help="marsadd and/or " + ", ".join(common.DATASETS)
+    )
     p.add_argument("--estimators", nargs="+", default=None, choices=ESTIMATORS)
     p.add_argument("--n-train", type=int, default=None, help="training rows (default 500)")
     p.add_argument("--n-test", type=int, default=None, help="test rows (default 1000)")
     p.add_argument("--n-trees", type=int, default=None, help="trees per forest (default 256)")
-    p.add_argument("--ii-instances", type=int, default=None,
-                   help="training rows removed one at a time for II (default 20)")
+    p.add_argument(
+        "--ii-instances",
+        type=int,
+        default=None,
+        help="training rows removed one at a time for II (default 20)",
+    )
     p.add_argument("--max-depth", type=int, default=None, help="largest max_depth (default 7)")
     return p.parse_args(argv)
 
@@ -70,8 +75,13 @@ def parse_args(argv=None):
 def marsadd(n, seed):
     rng = np.random.default_rng([seed, 7])
     X = rng.uniform(size=(n, 10))
-    mu = (0.1 * np.exp(4 * X[:, 0]) + 4 / (1 + np.exp(-20 * (X[:, 1] - 0.5)))
-          + 3 * X[:, 2] + 2 * X[:, 3] + X[:, 4])
+    mu = (
+        0.1 * np.exp(4 * X[:, 0])
+        + 4 / (1 + np.exp(-20 * (X[:, 1] - 0.5)))
+        + 3 * X[:, 2]
+        + 2 * X[:, 3]
+        + X[:, 4]
+    )
     return X, mu + math.sqrt(VAR_MU / SNR) * rng.normal(size=n)
 
 
@@ -82,8 +92,8 @@ def split_data(name, n_train, n_test, seed):
         X, y = common.load_dataset(name)
     rng = np.random.default_rng([seed, 23])
     order = rng.permutation(X.shape[0])
-    train = order[:min(n_train, X.shape[0] // 2)]
-    test = order[len(train):len(train) + n_test]
+    train = order[: min(n_train, X.shape[0] // 2)]
+    test = order[len(train) : len(train) + n_test]
     return X[train], y[train], X[test], y[test]
 
 
@@ -93,29 +103,40 @@ def grid(name, small, n_trees, max_depth):
         depths = sorted({1, max(1, max_depth // 2), max_depth})
     if name == "rf":
         ratios = [0.3, 0.7] if small else [0.1, 0.3, 0.5, 0.7]
-        return [dict(max_features=f, max_samples=s, max_depth=t, n_estimators=n_trees)
-                for f, s, t in itertools.product(ratios, ratios, depths)]
+        return [
+            dict(max_features=f, max_samples=s, max_depth=t, n_estimators=n_trees)
+            for f, s, t in itertools.product(ratios, ratios, depths)
+        ]
     if name == "dt":
         ratios = [0.3, 1.0] if small else [0.1, 0.3, 0.5, 0.7, 1.0]
         return [dict(max_features=f, max_depth=t) for f, t in itertools.product(ratios, depths)]
     if name == "ada":
         rates = [0.5] if small else [0.1, 0.5, 1.0]
         sizes = [25] if small else [25, 50, 100]
-        return [dict(max_depth=t, learning_rate=r, n_estimators=m)
-                for t, r, m in itertools.product(depths, rates, sizes)]
+        return [
+            dict(max_depth=t, learning_rate=r, n_estimators=m)
+            for t, r, m in itertools.product(depths, rates, sizes)
+        ]
     rates = [0.1, 0.3] if small else [0.05, 0.1, 0.3]
     subs = [0.7] if small else [0.5, 0.7, 1.0]
-    return [dict(max_depth=t, learning_rate=r, subsample=s, n_estimators=50 if small else 100)
-            for t, r, s in itertools.product(depths, rates, subs)]
+    return [
+        dict(max_depth=t, learning_rate=r, subsample=s, n_estimators=50 if small else 100)
+        for t, r, s in itertools.product(depths, rates, subs)
+    ]
 
 
 def make_estimator(name, params, seed):
-    from sklearn.ensemble import AdaBoostRegressor, GradientBoostingRegressor, RandomForestRegressor
+    from sklearn.ensemble import (
+        AdaBoostRegressor,
+        GradientBoostingRegressor,
+        RandomForestRegressor,
+    )
     from sklearn.tree import DecisionTreeRegressor
 
     if name == "rf":
-        return RandomForestRegressor(min_samples_leaf=1, bootstrap=True, random_state=seed,
-                                     n_jobs=1, **params)
+        return RandomForestRegressor(
+            min_samples_leaf=1, bootstrap=True, random_state=seed, n_jobs=1, **params
+        )
     if name == "dt":
         return DecisionTreeRegressor(random_state=seed, **params)
     if name == "ada":
@@ -138,14 +159,27 @@ def run_setting(setting, data):
     mse_test = float(np.mean((fitted.predict(X_test) - y_test) ** 2))
     X_eval = X_test[: setting["n_eval"]]
     fi = feature_instability(model, X_train, y_train, X_eval=X_eval, client=False)
-    ii = instance_instability(model, X_train, y_train, X_eval=X_eval,
-                              n_instances=setting["ii_instances"], random_state=seed,
-                              client=False)
-    return dict(dataset=setting["dataset"], estimator=setting["estimator"],
-                **{f"param_{k}": v for k, v in setting["params"].items()},
-                mse_train=mse_train, mse_test=mse_test, gap=mse_test - mse_train,
-                FI=fi.value, II=ii.value, II_stderr=ii.stderr,
-                seconds=time.perf_counter() - start)
+    ii = instance_instability(
+        model,
+        X_train,
+        y_train,
+        X_eval=X_eval,
+        n_instances=setting["ii_instances"],
+        random_state=seed,
+        client=False,
+    )
+    return dict(
+        dataset=setting["dataset"],
+        estimator=setting["estimator"],
+        **{f"param_{k}": v for k, v in setting["params"].items()},
+        mse_train=mse_train,
+        mse_test=mse_test,
+        gap=mse_test - mse_train,
+        FI=fi.value,
+        II=ii.value,
+        II_stderr=ii.stderr,
+        seconds=time.perf_counter() - start,
+    )
 
 
 def dependence(rows, seed):
@@ -169,15 +203,20 @@ def dependence(rows, seed):
         return float(mutual_info_regression(a[:, None], b, n_neighbors=k, random_state=seed)[0])
 
     def residual_on(target, given):
-        forest = RandomForestRegressor(n_estimators=100, min_samples_leaf=2, random_state=seed,
-                                       n_jobs=1).fit(given[:, None], target)
+        forest = RandomForestRegressor(
+            n_estimators=100, min_samples_leaf=2, random_state=seed, n_jobs=1
+        ).fit(given[:, None], target)
         return target - forest.predict(given[:, None])
 
     noise = np.random.default_rng([seed, 5]).normal(size=len(gap))
     out = dict(
         n_settings=len(rows),
-        R2_II=r2(II_s), R2_FI=r2(FI_s), R2_FI_II=r2(FI_s, II_s),
-        MI_FI=mi(FI_s, gap_s), MI_II=mi(II_s, gap_s), MI_FI_II=mi(FI_s, II_s),
+        R2_II=r2(II_s),
+        R2_FI=r2(FI_s),
+        R2_FI_II=r2(FI_s, II_s),
+        MI_FI=mi(FI_s, gap_s),
+        MI_II=mi(II_s, gap_s),
+        MI_FI_II=mi(FI_s, II_s),
     )
     out["dR2_FI_given_II"] = out["R2_FI_II"] - out["R2_II"]
     out["dR2_noise_given_II"] = r2(noise, II_s) - out["R2_II"]
@@ -191,8 +230,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     os.makedirs(args.output, exist_ok=True)
-    names = args.datasets or (["marsadd", "diabetes"] if args.small
-                              else ["marsadd", *common.DATASETS])
+    names = args.datasets or (
+        ["marsadd", "diabetes"] if args.small else ["marsadd", *common.DATASETS]
+    )
     estimators = args.estimators or (["rf", "dt"] if args.small else list(ESTIMATORS))
     n_train = args.n_train or (300 if args.small else 500)
     n_test = args.n_test or (500 if args.small else 1000)
@@ -201,16 +241,30 @@ def main(argv=None):
     max_depth = args.max_depth or 7
     data = {name: split_data(name, n_train, n_test, args.seed) for name in names}
     settings = [
-        dict(dataset=name, estimator=est, params=params, seed=args.seed,
-             ii_instances=ii_instances, n_eval=min(300, n_test))
-        for name in names for est in estimators
+        dict(
+            dataset=name,
+            estimator=est,
+            params=params,
+            seed=args.seed,
+            ii_instances=ii_instances,
+            n_eval=min(300, n_test),
+        )
+        for name in names
+        for est in estimators
         for params in grid(est, args.small, n_trees, max_depth)
     ]
     start = time.perf_counter()
     with common.cluster(args) as client:
-        rows = common.run_grid(run_setting, settings, (data,), args.output, client,
-                               "hyperparameter settings", args.quiet,
-                               context=dict(n_train=n_train, n_test=n_test))
+        rows = common.run_grid(
+            run_setting,
+            settings,
+            (data,),
+            args.output,
+            client,
+            "hyperparameter settings",
+            args.quiet,
+            context=dict(n_train=n_train, n_test=n_test),
+        )
     common.write_csv(rows, os.path.join(args.output, "results.csv"))
     summary = []
     for name in names:
@@ -226,10 +280,12 @@ def main(argv=None):
     for i, name in enumerate(names):
         for k, est in enumerate(estimators):
             mine = [r for r in rows if r["dataset"] == name and r["estimator"] == est]
-            axes[i, 0].scatter([r["II"] for r in mine], [r["gap"] for r in mine], s=12,
-                               color=f"C{k}", label=est)
-            axes[i, 1].scatter([r["FI"] for r in mine], [r["gap"] for r in mine], s=12,
-                               color=f"C{k}", label=est)
+            axes[i, 0].scatter(
+                [r["II"] for r in mine], [r["gap"] for r in mine], s=12, color=f"C{k}", label=est
+            )
+            axes[i, 1].scatter(
+                [r["FI"] for r in mine], [r["gap"] for r in mine], s=12, color=f"C{k}", label=est
+            )
         for j, what in enumerate(("II", "FI")):
             axes[i, j].set_xscale("log")
             axes[i, j].set_xlabel(what)
@@ -256,10 +312,23 @@ def main(argv=None):
         "nu = 1; R2(II) = 0.231, R2(FI) = 0.546, R2(FI+II) = 0.675 at nu = 0 (our MARSadd is the "
         "issue's mu without the nu mixture, whose weak component the text does not define).",
         "",
-        common.markdown_table(summary, ["dataset", "estimator", "n_settings", "R2_II", "R2_FI",
-                                        "R2_FI_II", "dR2_FI_given_II", "dR2_noise_given_II",
-                                        "MI_FI", "MI_II", "PMI_FI_given_II",
-                                        "PMI_noise_given_II"]),
+        common.markdown_table(
+            summary,
+            [
+                "dataset",
+                "estimator",
+                "n_settings",
+                "R2_II",
+                "R2_FI",
+                "R2_FI_II",
+                "dR2_FI_given_II",
+                "dR2_noise_given_II",
+                "MI_FI",
+                "MI_II",
+                "PMI_FI_given_II",
+                "PMI_noise_given_II",
+            ],
+        ),
         "",
         "![gap against instability](gap_vs_instability.png)",
         "",

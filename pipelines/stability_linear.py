@@ -49,8 +49,12 @@ def parse_args(argv=None):
     p.add_argument("--gamma", type=float, default=2.0, help="aspect ratio d / n (default 2)")
     p.add_argument("--noise", type=float, default=0.5, help="noise standard deviation sigma")
     p.add_argument("--replicates", type=int, default=None, help="data sets per setting")
-    p.add_argument("--refit-max-B", type=int, default=None,
-                   help="largest B also computed by brute-force refits")
+    p.add_argument(
+        "--refit-max-B",
+        type=int,
+        default=None,
+        help="largest B also computed by brute-force refits",
+    )
     return p.parse_args(argv)
 
 
@@ -63,8 +67,25 @@ def grids(args):
         reps = args.replicates or 2
     else:
         n = args.n_samples or 100
-        q_grid = [0.1, 0.15, 0.2, 0.23, 0.27, 0.3, 0.35, 0.4, 0.45, 0.48, 0.52, 0.55, 0.6, 0.7,
-                  0.8, 0.9, 1.0]
+        q_grid = [
+            0.1,
+            0.15,
+            0.2,
+            0.23,
+            0.27,
+            0.3,
+            0.35,
+            0.4,
+            0.45,
+            0.48,
+            0.52,
+            0.55,
+            0.6,
+            0.7,
+            0.8,
+            0.9,
+            1.0,
+        ]
         Bs_bagging = [1, 5, 20, 100]
         Bs_rounds = [1, 2, 4, 8, 16, 32, 64, 128, 256]
         reps = args.replicates or 4
@@ -113,12 +134,19 @@ def run_setting(setting, n, d, noise, seed, refit_max):
     X, y = make_data(n, d, noise, seed, setting["rep"])
     X_eval = math.sqrt(d) * np.eye(d)  # mean over rows of (x^T delta)^2 = ||delta||^2
     model = FeatureBaggingRegressor(
-        LinearRegression(fit_intercept=False), n_estimators=setting["B"],
-        max_features=setting["q"], max_samples=None if setting["p"] == 1.0 else setting["p"],
+        LinearRegression(fit_intercept=False),
+        n_estimators=setting["B"],
+        max_features=setting["q"],
+        max_samples=None if setting["p"] == 1.0 else setting["p"],
         random_state=int(seed * 1000 + setting["rep"]),
     )
-    row = dict(setting, n=n, d=d, s=model.bag_plan(n, d).s,
-               m=n if setting["p"] == 1.0 else int(np.floor(setting["p"] * n + 0.5)))
+    row = dict(
+        setting,
+        n=n,
+        d=d,
+        s=model.bag_plan(n, d).s,
+        m=n if setting["p"] == 1.0 else int(np.floor(setting["p"] * n + 0.5)),
+    )
     for method in ("closed_form", "refit"):
         if method == "refit" and setting["B"] > refit_max:
             continue
@@ -144,8 +172,17 @@ def summarise(rows):
         groups.setdefault((r["sweep"], r["p"], r["q"], r["B"]), []).append(r)
     out = []
     for (sweep, p, q, B), rs in sorted(groups.items()):
-        s = dict(sweep=sweep, p=p, q=q, B=B, n=rs[0]["n"], d=rs[0]["d"], s=rs[0]["s"],
-                 m=rs[0]["m"], replicates=len(rs))
+        s = dict(
+            sweep=sweep,
+            p=p,
+            q=q,
+            B=B,
+            n=rs[0]["n"],
+            d=rs[0]["d"],
+            s=rs[0]["s"],
+            m=rs[0]["m"],
+            replicates=len(rs),
+        )
         for key in ("FI_closed_form", "II_closed_form", "FI_refit", "II_refit"):
             # (II is not computed in the rounds sweep)
             vals = [r.get(key) for r in rs if r.get(key) is not None]
@@ -164,11 +201,21 @@ def figures(summary, n, d, output):
         for p, color in ((1.0, "C0"), (0.5, "C1")):
             pts = [r for r in summary if r["sweep"] == "double_descent" and r["p"] == p]
             q = [r["q"] for r in pts]
-            ax.plot(q, [r[f"{name}_closed_form"] for r in pts], "o-", color=color,
-                    label=f"p = {p} (closed form)")
+            ax.plot(
+                q,
+                [r[f"{name}_closed_form"] for r in pts],
+                "o-",
+                color=color,
+                label=f"p = {p} (closed form)",
+            )
             refit = [r.get(f"{name}_refit") for r in pts]
-            ax.plot(q, [np.nan if v is None else v for v in refit], "x", color="k",
-                    label="brute-force refit" if p == 1.0 else None)
+            ax.plot(
+                q,
+                [np.nan if v is None else v for v in refit],
+                "x",
+                color="k",
+                label="brute-force refit" if p == 1.0 else None,
+            )
             ax.axvline(p / gamma, color=color, ls=":", lw=1)
         ax.set_yscale("log")
         ax.set_xlabel("feature ratio q")
@@ -182,11 +229,19 @@ def figures(summary, n, d, output):
     Bs = sorted({r["B"] for r in summary if r["sweep"] in ("bagging",)} | {1})
     for ax, name in zip(axes, ("II", "FI")):
         for k, B in enumerate(Bs):
-            pts = [r for r in summary if r["p"] == 1.0 and r["B"] == B and r["sweep"] in (
-                "bagging", "double_descent")]
+            pts = [
+                r
+                for r in summary
+                if r["p"] == 1.0 and r["B"] == B and r["sweep"] in ("bagging", "double_descent")
+            ]
             pts.sort(key=lambda r: r["q"])
-            ax.plot([r["q"] for r in pts], [r[f"{name}_closed_form"] for r in pts], "o-",
-                    color=f"C{k}", label=f"B = {B}")
+            ax.plot(
+                [r["q"] for r in pts],
+                [r[f"{name}_closed_form"] for r in pts],
+                "o-",
+                color=f"C{k}",
+                label=f"B = {B}",
+            )
         ax.axvline(1.0 / gamma, color="grey", ls=":", lw=1)
         ax.set_yscale("log")
         ax.set_xlabel("feature ratio q")
@@ -200,10 +255,16 @@ def figures(summary, n, d, output):
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for k, q in enumerate(sorted({r["q"] for r in summary if r["sweep"] == "rounds"})):
-        pts = sorted([r for r in summary if r["sweep"] == "rounds" and r["q"] == q],
-                     key=lambda r: r["B"])
-        ax.plot([r["B"] for r in pts], [r["FI_closed_form"] for r in pts], "o-", color=f"C{k}",
-                label=f"q = {q}")
+        pts = sorted(
+            [r for r in summary if r["sweep"] == "rounds" and r["q"] == q], key=lambda r: r["B"]
+        )
+        ax.plot(
+            [r["B"] for r in pts],
+            [r["FI_closed_form"] for r in pts],
+            "o-",
+            color=f"C{k}",
+            label=f"q = {q}",
+        )
         ax.axvline(bagging_rounds(d, q), color=f"C{k}", ls=":", lw=1)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -215,8 +276,11 @@ def figures(summary, n, d, output):
     # closed form against brute force
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
     for name, marker in (("FI", "o"), ("II", "s")):
-        pairs = [(r[f"{name}_closed_form"], r[f"{name}_refit"]) for r in summary
-                 if r.get(f"{name}_refit") is not None and r.get(f"{name}_closed_form")]
+        pairs = [
+            (r[f"{name}_closed_form"], r[f"{name}_refit"])
+            for r in summary
+            if r.get(f"{name}_refit") is not None and r.get(f"{name}_closed_form")
+        ]
         if pairs:
             a, b = np.array(pairs).T
             ax.loglog(b, a, marker, ms=4, label=name, alpha=0.7)
@@ -257,8 +321,9 @@ def checks(summary, n, d):
     out["max_rel_diff_closed_vs_refit"] = max(diffs) if diffs else None
     out["n_compared"] = len(diffs)
     for q in sorted({r["q"] for r in summary if r["sweep"] == "rounds"}):
-        pts = sorted([r for r in summary if r["sweep"] == "rounds" and r["q"] == q],
-                     key=lambda r: r["B"])
+        pts = sorted(
+            [r for r in summary if r["sweep"] == "rounds" and r["q"] == q], key=lambda r: r["B"]
+        )
         out[f"rounds_q{q}"] = bagging_rounds(d, q)
         out[f"FI_by_B_q{q}"] = {r["B"]: r["FI_closed_form"] for r in pts}
     return out
@@ -282,30 +347,56 @@ def report(summary, checks_, n, d, args, argv, seconds, output):
             f"- p = {p}: threshold gamma q = p at q = {p / gamma:.3g}; the II curve peaks at q = "
             f"{checks_[f'peak_q_II_p{p}']}, the FI curve at q = {checks_[f'peak_q_FI_p{p}']}."
         )
-    lines += ["", common.markdown_table(
-        [r for r in summary if r["sweep"] == "double_descent"],
-        ["p", "q", "s", "m", "II_closed_form", "II_refit", "FI_closed_form", "FI_refit"]),
-        "", "![double descent](double_descent.png)", "",
-        "## Bagging flattens the peak (Figure 3)", ""]
+    lines += [
+        "",
+        common.markdown_table(
+            [r for r in summary if r["sweep"] == "double_descent"],
+            ["p", "q", "s", "m", "II_closed_form", "II_refit", "FI_closed_form", "FI_refit"],
+        ),
+        "",
+        "![double descent](double_descent.png)",
+        "",
+        "## Bagging flattens the peak (Figure 3)",
+        "",
+    ]
     Bmax = max(r["B"] for r in summary if r["sweep"] == "bagging")
     for name in ("II", "FI"):
-        lines.append(f"- largest {name} over q: {common.fmt(checks_[f'peak_{name}_B1'])} at B = 1, "
-                     f"{common.fmt(checks_[f'peak_{name}_B{Bmax}'])} at B = {Bmax}.")
-    lines += ["", common.markdown_table(
-        [r for r in summary if r["sweep"] == "bagging"],
-        ["B", "q", "II_closed_form", "II_refit", "FI_closed_form", "FI_refit"]),
-        "", "![bagging](bagging.png)", "",
-        "## Rounds: FI against B (section 4.3)", ""]
+        lines.append(
+            f"- largest {name} over q: {common.fmt(checks_[f'peak_{name}_B1'])} at B = 1, "
+            f"{common.fmt(checks_[f'peak_{name}_B{Bmax}'])} at B = {Bmax}."
+        )
+    lines += [
+        "",
+        common.markdown_table(
+            [r for r in summary if r["sweep"] == "bagging"],
+            ["B", "q", "II_closed_form", "II_refit", "FI_closed_form", "FI_refit"],
+        ),
+        "",
+        "![bagging](bagging.png)",
+        "",
+        "## Rounds: FI against B (section 4.3)",
+        "",
+    ]
     for key, value in checks_.items():
         if key.startswith("rounds_q"):
-            q = key[len("rounds_q"):]
+            q = key[len("rounds_q") :]
             by_B = checks_[f"FI_by_B_q{q}"]
-            lines.append(f"- q = {q}: d (1 - q) / q = {value}; FI by B: "
-                         + ", ".join(f"{B}: {common.fmt(v)}" for B, v in by_B.items()))
-    lines += ["", "![rounds](rounds.png)", "", "## Closed form against brute force", "",
-              f"{checks_['n_compared']} (setting, quantity) pairs computed both ways; largest "
-              f"relative difference {common.fmt(checks_['max_rel_diff_closed_vs_refit'])}.", "",
-              "![closed vs refit](closed_vs_refit.png)", ""]
+            lines.append(
+                f"- q = {q}: d (1 - q) / q = {value}; FI by B: "
+                + ", ".join(f"{B}: {common.fmt(v)}" for B, v in by_B.items())
+            )
+    lines += [
+        "",
+        "![rounds](rounds.png)",
+        "",
+        "## Closed form against brute force",
+        "",
+        f"{checks_['n_compared']} (setting, quantity) pairs computed both ways; largest "
+        f"relative difference {common.fmt(checks_['max_rel_diff_closed_vs_refit'])}.",
+        "",
+        "![closed vs refit](closed_vs_refit.png)",
+        "",
+    ]
     with open(os.path.join(output, "report.md"), "w") as f:
         f.write("\n".join(lines))
 
@@ -317,10 +408,16 @@ def main(argv=None):
     n, d, settings, refit_max = grids(args)
     start = time.perf_counter()
     with common.cluster(args) as client:
-        rows = common.run_grid(run_setting, settings, (n, d, args.noise, args.seed, refit_max),
-                               args.output, client, "linear-model settings", args.quiet,
-                               context=dict(n=n, d=d, noise=args.noise, seed=args.seed,
-                                            refit_max=refit_max))
+        rows = common.run_grid(
+            run_setting,
+            settings,
+            (n, d, args.noise, args.seed, refit_max),
+            args.output,
+            client,
+            "linear-model settings",
+            args.quiet,
+            context=dict(n=n, d=d, noise=args.noise, seed=args.seed, refit_max=refit_max),
+        )
     common.write_csv(rows, os.path.join(args.output, "results.csv"))
     summary = summarise(rows)
     common.write_csv(summary, os.path.join(args.output, "summary.csv"))

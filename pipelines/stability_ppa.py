@@ -34,10 +34,20 @@ def parse_args(argv=None):
     p.add_argument("--datasets", nargs="+", default=None, choices=common.DATASETS)
     p.add_argument("--n-samples", type=int, default=None, help="rows per data set (default 2000)")
     p.add_argument("--components", type=int, default=1, help="k, components per member")
-    p.add_argument("--ratios", type=float, nargs="+", default=None,
-                   help="feature ratios q (default 0.25 0.5 0.75 1; small: 0.5 0.75 1)")
-    p.add_argument("--members", type=int, nargs="+", default=None,
-                   help="ensemble sizes B (default 1 2 4 8 16 32; small: 1 4 16)")
+    p.add_argument(
+        "--ratios",
+        type=float,
+        nargs="+",
+        default=None,
+        help="feature ratios q (default 0.25 0.5 0.75 1; small: 0.5 0.75 1)",
+    )
+    p.add_argument(
+        "--members",
+        type=int,
+        nargs="+",
+        default=None,
+        help="ensemble sizes B (default 1 2 4 8 16 32; small: 1 4 16)",
+    )
     return p.parse_args(argv)
 
 
@@ -47,14 +57,25 @@ def run_setting(setting, data):
     from ppa_dask.stability import feature_instability
 
     X_fit, X_eval = data[setting["dataset"]]
-    model = FeatureBaggingPPA(PPA(degree=(1, 2, 3)), n_components=setting["k"],
-                              n_estimators=setting["B"], max_features=setting["q"],
-                              random_state=setting["seed"])
+    model = FeatureBaggingPPA(
+        PPA(degree=(1, 2, 3)),
+        n_components=setting["k"],
+        n_estimators=setting["B"],
+        max_features=setting["q"],
+        random_state=setting["seed"],
+    )
     start = time.perf_counter()
     refit = feature_instability(model, X_fit, X_eval=X_eval, method="refit", client=False)
-    row = dict(dataset=setting["dataset"], q=setting["q"], B=setting["B"], k=setting["k"],
-               d=X_fit.shape[1], s=refit.info["n_features_per_member"], FI_refit=refit.value,
-               FI_refit_n_refits=refit.n_refits)
+    row = dict(
+        dataset=setting["dataset"],
+        q=setting["q"],
+        B=setting["B"],
+        k=setting["k"],
+        d=X_fit.shape[1],
+        s=refit.info["n_features_per_member"],
+        FI_refit=refit.value,
+        FI_refit_n_refits=refit.n_refits,
+    )
     if setting["q"] < 1:
         try:
             oob = feature_instability(model, X_fit, X_eval=X_eval, method="oob", client=False)
@@ -80,18 +101,47 @@ def main(argv=None):
     for name in names:
         X, _ = common.load_dataset(name, n_samples=None, seed=args.seed, standardize=True)
         rows = np.random.default_rng([args.seed, 31]).permutation(X.shape[0])
-        fit_rows, eval_rows = rows[: min(n, X.shape[0] * 2 // 3)], rows[-min(500, X.shape[0] // 3):]
+        fit_rows, eval_rows = (
+            rows[: min(n, X.shape[0] * 2 // 3)],
+            rows[-min(500, X.shape[0] // 3) :],
+        )
         data[name] = (X[fit_rows], X[eval_rows])
-    settings = [dict(dataset=name, q=q, B=B, k=k, seed=args.seed)
-                for name in names for q in qs for B in Bs
-                if int(np.floor(q * data[name][0].shape[1] + 0.5)) > k]
+    settings = [
+        dict(dataset=name, q=q, B=B, k=k, seed=args.seed)
+        for name in names
+        for q in qs
+        for B in Bs
+        if int(np.floor(q * data[name][0].shape[1] + 0.5)) > k
+    ]
     start = time.perf_counter()
     with common.cluster(args) as client:
-        rows = common.run_grid(run_setting, settings, (data,), args.output, client,
-                               "FeatureBaggingPPA settings", args.quiet, context=dict(n=n))
-    common.write_csv(rows, os.path.join(args.output, "results.csv"),
-                     ["dataset", "d", "q", "s", "B", "k", "FI_refit", "FI_oob",
-                      "FI_refit_n_refits", "reconstruction_error", "seconds"])
+        rows = common.run_grid(
+            run_setting,
+            settings,
+            (data,),
+            args.output,
+            client,
+            "FeatureBaggingPPA settings",
+            args.quiet,
+            context=dict(n=n),
+        )
+    common.write_csv(
+        rows,
+        os.path.join(args.output, "results.csv"),
+        [
+            "dataset",
+            "d",
+            "q",
+            "s",
+            "B",
+            "k",
+            "FI_refit",
+            "FI_oob",
+            "FI_refit_n_refits",
+            "reconstruction_error",
+            "seconds",
+        ],
+    )
     seconds = time.perf_counter() - start
 
     from ppa_dask.stability import bagging_rounds
@@ -101,15 +151,26 @@ def main(argv=None):
     for ax, name in zip(axes[0], names):
         d = data[name][0].shape[1]
         for c, q in enumerate(qs):
-            pts = sorted([r for r in rows if r["dataset"] == name and r["q"] == q],
-                         key=lambda r: r["B"])
+            pts = sorted(
+                [r for r in rows if r["dataset"] == name and r["q"] == q], key=lambda r: r["B"]
+            )
             if not pts:
                 continue
-            ax.plot([r["B"] for r in pts], [r["FI_refit"] for r in pts], "o-", color=f"C{c}",
-                    label=f"q = {q}")
+            ax.plot(
+                [r["B"] for r in pts],
+                [r["FI_refit"] for r in pts],
+                "o-",
+                color=f"C{c}",
+                label=f"q = {q}",
+            )
             if q < 1:
-                ax.plot([r["B"] for r in pts], [r.get("FI_oob") or np.nan for r in pts], "x--",
-                        color=f"C{c}", lw=0.8)
+                ax.plot(
+                    [r["B"] for r in pts],
+                    [r.get("FI_oob") or np.nan for r in pts],
+                    "x--",
+                    color=f"C{c}",
+                    lw=0.8,
+                )
                 ax.axvline(bagging_rounds(d, q), color=f"C{c}", ls=":", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -124,9 +185,11 @@ def main(argv=None):
     for name in names:
         at_max = {r["q"]: r["FI_refit"] for r in rows if r["dataset"] == name and r["B"] == Bmax}
         ordered = [at_max[q] for q in sorted(at_max)]
-        checks.append(f"- {name}: FI at B = {Bmax} by q: "
-                      + ", ".join(f"{q}: {common.fmt(at_max[q])}" for q in sorted(at_max))
-                      + f" (increasing in q: {all(a <= b for a, b in zip(ordered, ordered[1:]))})")
+        checks.append(
+            f"- {name}: FI at B = {Bmax} by q: "
+            + ", ".join(f"{q}: {common.fmt(at_max[q])}" for q in sorted(at_max))
+            + f" (increasing in q: {all(a <= b for a, b in zip(ordered, ordered[1:]))})"
+        )
     lines = [
         "# Feature instability of feature-bagged PPA reconstructions",
         "",
@@ -137,8 +200,20 @@ def main(argv=None):
         "",
         *checks,
         "",
-        common.markdown_table(rows, ["dataset", "d", "q", "s", "B", "FI_refit", "FI_oob",
-                                     "FI_refit_n_refits", "reconstruction_error"]),
+        common.markdown_table(
+            rows,
+            [
+                "dataset",
+                "d",
+                "q",
+                "s",
+                "B",
+                "FI_refit",
+                "FI_oob",
+                "FI_refit_n_refits",
+                "reconstruction_error",
+            ],
+        ),
         "",
         "![FI against B](ppa_fi.png)",
         "",

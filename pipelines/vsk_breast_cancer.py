@@ -44,7 +44,7 @@ N_SELECTED = 2  # the paper's n-bar: SVM-S keeps 2 features, SVM-E 1 feature + t
 def split(n_rows, seed, s):
     """Training and test (the first half of a permutation) indices of split ``s``."""
     perm = np.random.default_rng(common.task_seed(seed, s)).permutation(n_rows)
-    return perm[n_rows // 2:], perm[: n_rows // 2]
+    return perm[n_rows // 2 :], perm[: n_rows // 2]
 
 
 def _scaled(X, train, test):
@@ -71,8 +71,16 @@ def methods_task(X, y, seed, s, kernel, C_grid, gamma_grid, cv):
     rows = []
 
     def add(method, pred, **extra):
-        rows.append({"split": s, "kernel": kernel, "method": method, "kept": "",
-                     "f1": f1_score(yte, pred, average="weighted"), **extra})
+        rows.append(
+            {
+                "split": s,
+                "kernel": kernel,
+                "method": method,
+                "kept": "",
+                "f1": f1_score(yte, pred, average="weighted"),
+                **extra,
+            }
+        )
 
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -81,14 +89,20 @@ def methods_task(X, y, seed, s, kernel, C_grid, gamma_grid, cv):
         svm.fit(Xtr, ytr)
         add("SVM", svm.predict(Xte))
         # SVM-S ranks the features by the weights of a (tuned) linear SVM
-        lin = svm if kernel == "linear" else common.tuned(
-            SVC(kernel="linear"), common.svm_grid("linear", "", C_grid, gamma_grid), cv
-        ).fit(Xtr, ytr)
+        lin = (
+            svm
+            if kernel == "linear"
+            else common.tuned(
+                SVC(kernel="linear"), common.svm_grid("linear", "", C_grid, gamma_grid), cv
+            ).fit(Xtr, ytr)
+        )
         rank = np.argsort(-np.abs(lin.best_estimator_.coef_.ravel()), kind="stable")[:N_SELECTED]
         sel = common.tuned(SVC(kernel=kernel), common.svm_grid(kernel, "", C_grid, gamma_grid), cv)
         sel.fit(Xtr[:, rank], ytr)
         add("SVM-S", sel.predict(Xte[:, rank]), kept=" ".join(map(str, np.sort(rank))))
-        vsk = common.tuned(make_svm_vsk(kernel), common.svm_grid(kernel, "svc__", C_grid, gamma_grid), cv)
+        vsk = common.tuned(
+            make_svm_vsk(kernel), common.svm_grid(kernel, "svc__", C_grid, gamma_grid), cv
+        )
         vsk.fit(Xtr, ytr)
         add("SVM-VSK", vsk.predict(Xte))
     return rows
@@ -108,7 +122,9 @@ def extraction_task(X, y, seed, s, kernel, kept, C_grid, gamma_grid, cv):
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = common.tuned(
-            SVMExtraction(keep=[kept], kernel=kernel), common.svm_grid(kernel, "", C_grid, gamma_grid), cv
+            SVMExtraction(keep=[kept], kernel=kernel),
+            common.svm_grid(kernel, "", C_grid, gamma_grid),
+            cv,
         ).fit(Xtr, y[train])
         f1 = f1_score(y[test], model.predict(Xte), average="weighted")
     return [{"split": s, "kernel": kernel, "method": "SVM-E", "kept": str(kept), "f1": f1}]
@@ -124,8 +140,12 @@ def summarize(rows):
     e = df[df["method"] == "SVM-E"]
     derived = []
     for (s, k), g in e.groupby(["split", "kernel"]):
-        derived.append({"split": s, "kernel": k, "method": "SVM-E (best kept)", "f1": g["f1"].max()})
-        derived.append({"split": s, "kernel": k, "method": "SVM-E (median kept)", "f1": g["f1"].median()})
+        derived.append(
+            {"split": s, "kernel": k, "method": "SVM-E (best kept)", "f1": g["f1"].max()}
+        )
+        derived.append(
+            {"split": s, "kernel": k, "method": "SVM-E (median kept)", "f1": g["f1"].median()}
+        )
     full = pd.concat([df, pd.DataFrame(derived)], ignore_index=True)
     order = ["NB", "SVM", "SVM-S", "SVM-VSK", "SVM-E (median kept)", "SVM-E (best kept)"]
     for kernel in sorted(full["kernel"].unique()):
@@ -134,16 +154,28 @@ def summarize(rows):
             if not len(g):
                 continue
             fixed = g[g["split"] == 0]["f1"]
-            out.append({"kernel": "-" if m == "NB" else kernel, "method": m,
-                        "fixed split": fixed.iloc[0] if len(fixed) else np.nan,
-                        "mean ± std over splits": common.mean_std(g["f1"]), "splits": len(g)})
+            out.append(
+                {
+                    "kernel": "-" if m == "NB" else kernel,
+                    "method": m,
+                    "fixed split": fixed.iloc[0] if len(fixed) else np.nan,
+                    "mean ± std over splits": common.mean_std(g["f1"]),
+                    "splits": len(g),
+                }
+            )
     table4 = pd.DataFrame(out).drop_duplicates(subset=["kernel", "method"])
     t5 = []
     for (kernel, kept), g in e.groupby(["kernel", "kept"]):
         fixed = g[g["split"] == 0]["f1"]
-        t5.append({"kernel": kernel, "kept feature": int(kept),
-                   "fixed split": fixed.iloc[0] if len(fixed) else np.nan,
-                   "mean": g["f1"].mean(), "std": g["f1"].std(ddof=1) if len(g) > 1 else 0.0})
+        t5.append(
+            {
+                "kernel": kernel,
+                "kept feature": int(kept),
+                "fixed split": fixed.iloc[0] if len(fixed) else np.nan,
+                "mean": g["f1"].mean(),
+                "std": g["f1"].std(ddof=1) if len(g) > 1 else 0.0,
+            }
+        )
     table5 = pd.DataFrame(t5).sort_values(["kernel", "kept feature"]) if t5 else pd.DataFrame()
     return df, full, table4, table5
 
@@ -163,8 +195,10 @@ def plot(full, table5, feature_names, output):
         ax.boxplot([sub[sub["method"] == m]["f1"] for m in present], showmeans=True)
         ax.set_xticks(range(1, len(present) + 1), present, rotation=25, fontsize=8)
         ax.set_ylabel("weighted F1 (test half)")
-        ax.set_title(f"{'Gaussian' if kernel == 'rbf' else 'linear'} kernel, "
-                     f"{sub['split'].nunique()} split(s)")
+        ax.set_title(
+            f"{'Gaussian' if kernel == 'rbf' else 'linear'} kernel, "
+            f"{sub['split'].nunique()} split(s)"
+        )
     fig.tight_layout()
     fig.savefig(os.path.join(output, "bc_f1.png"), dpi=120)
     plt.close(fig)
@@ -173,10 +207,21 @@ def plot(full, table5, feature_names, output):
         fig, ax = plt.subplots(figsize=(9, 4))
         for j, kernel in enumerate(kernels):
             g = table5[table5["kernel"] == kernel]
-            ax.errorbar(g["kept feature"] + (j - 0.5) * 0.15, g["mean"], g["std"], fmt="o",
-                        capsize=3, label=f"SVM-E {kernel} (mean ± std)")
-            ax.plot(g["kept feature"] + (j - 0.5) * 0.15, g["fixed split"], "x", color=f"C{j}",
-                    label=f"SVM-E {kernel} (fixed split)")
+            ax.errorbar(
+                g["kept feature"] + (j - 0.5) * 0.15,
+                g["mean"],
+                g["std"],
+                fmt="o",
+                capsize=3,
+                label=f"SVM-E {kernel} (mean ± std)",
+            )
+            ax.plot(
+                g["kept feature"] + (j - 0.5) * 0.15,
+                g["fixed split"],
+                "x",
+                color=f"C{j}",
+                label=f"SVM-E {kernel} (fixed split)",
+            )
         ax.set_xticks(range(len(feature_names)), feature_names, rotation=30, fontsize=8)
         ax.set_ylabel("weighted F1 (test half)")
         ax.set_title("SVM-E: kept feature + naive-Bayes posterior of the other 8")
@@ -186,13 +231,32 @@ def plot(full, table5, feature_names, output):
         plt.close(fig)
 
 
-FEATURES = ("clump thickness", "cell size", "cell shape", "adhesion", "epith. cell size",
-            "bare nuclei", "bland chromatin", "normal nucleoli", "mitoses")
+FEATURES = (
+    "clump thickness",
+    "cell size",
+    "cell shape",
+    "adhesion",
+    "epith. cell size",
+    "bare nuclei",
+    "bland chromatin",
+    "normal nucleoli",
+    "mitoses",
+)
 
 
-def run(output, n_splits=10, seed=0, kernels=("linear", "rbf"), kept=None,
-        C_grid=common.C_GRID, gamma_grid=common.GAMMA_GRID, cv=5, client=None, n_workers=2,
-        verbose=True):
+def run(
+    output,
+    n_splits=10,
+    seed=0,
+    kernels=("linear", "rbf"),
+    kept=None,
+    C_grid=common.C_GRID,
+    gamma_grid=common.GAMMA_GRID,
+    cv=5,
+    client=None,
+    n_workers=2,
+    verbose=True,
+):
     """Run the experiment, write the tables and figures into ``output``; return the tables."""
     os.makedirs(output, exist_ok=True)
     X, y = common.load_breast_cancer()
@@ -202,29 +266,43 @@ def run(output, n_splits=10, seed=0, kernels=("linear", "rbf"), kept=None,
     with common.cluster(client, n_workers) as c:
         # the data are small: scattered once, shared by all tasks
         Xf, yf = c.scatter([X, y], broadcast=True)
-        tasks_m = [dict(X=Xf, y=yf, seed=seed, s=s, kernel=k, **grids)
-                   for s in range(n_splits) for k in kernels]
-        tasks_e = [dict(X=Xf, y=yf, seed=seed, s=s, kernel=k, kept=int(f), **grids)
-                   for s in range(n_splits) for k in kernels for f in kept]
-        parts = common.fan_out(c, methods_task, tasks_m) + common.fan_out(c, extraction_task, tasks_e)
+        tasks_m = [
+            dict(X=Xf, y=yf, seed=seed, s=s, kernel=k, **grids)
+            for s in range(n_splits)
+            for k in kernels
+        ]
+        tasks_e = [
+            dict(X=Xf, y=yf, seed=seed, s=s, kernel=k, kept=int(f), **grids)
+            for s in range(n_splits)
+            for k in kernels
+            for f in kept
+        ]
+        parts = common.fan_out(c, methods_task, tasks_m) + common.fan_out(
+            c, extraction_task, tasks_e
+        )
     rows = [r for part in parts for r in part]
     df, full, table4, table5 = summarize(rows)
     df.to_csv(os.path.join(output, "bc_results.csv"), index=False)
     text = common.write_table(
-        table4, output, "bc_methods",
+        table4,
+        output,
+        "bc_methods",
         "Breast cancer (683 rows, half for training): weighted F1 on the test half",
         note=f"Split 0 is the fixed split; {n_splits} split(s) from seed {seed}. SVM-E (best "
-             "kept) picks the kept feature with the best test F1 per split, as reading the best "
-             "entry of the paper's Table 5 does; (median kept) is the typical choice.",
+        "kept) picks the kept feature with the best test F1 per split, as reading the best "
+        "entry of the paper's Table 5 does; (median kept) is the typical choice.",
     )
     if len(table5):
-        text += "\n" + common.write_table(table5, output, "bc_svm_e",
-                                          "SVM-E per kept feature (paper's Table 5)")
+        text += "\n" + common.write_table(
+            table5, output, "bc_svm_e", "SVM-E per kept feature (paper's Table 5)"
+        )
     plot(full, table5, FEATURES, output)
     if verbose:
         print(text)
-        print(f"{len(tasks_m) + len(tasks_e)} tasks in {time.perf_counter() - t0:.1f} s; "
-              f"written to {output}")
+        print(
+            f"{len(tasks_m) + len(tasks_e)} tasks in {time.perf_counter() - t0:.1f} s; "
+            f"written to {output}"
+        )
     return {"results": df, "methods": table4, "svm_e": table5}
 
 
@@ -239,8 +317,18 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
     step = 2 if args.coarse_grid else 1
-    run(args.output, args.n_splits, args.seed, tuple(args.kernels.split(",")), None,
-        common.C_GRID[::step], common.GAMMA_GRID[::step], args.cv, None, args.workers)
+    run(
+        args.output,
+        args.n_splits,
+        args.seed,
+        tuple(args.kernels.split(",")),
+        None,
+        common.C_GRID[::step],
+        common.GAMMA_GRID[::step],
+        args.cv,
+        None,
+        args.workers,
+    )
 
 
 if __name__ == "__main__":

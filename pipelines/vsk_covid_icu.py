@@ -69,11 +69,20 @@ def make_psi(name, t_all, aux_all):
     from ppa_dask.vsk import CurveFitRegressor, ModelScaling
 
     # a-priori series: known on every day, looked up by day
-    aux = ModelScaling(FrozenEstimator(KNeighborsRegressor(n_neighbors=1).fit(t_all[:, None], aux_all)))
-    fit = ModelScaling(CurveFitRegressor(growth_curve, p0=(4000.0, 0.5, 0.3),
-                                         bounds=([0, -5, 1e-3], [1e6, 5, 10])))
-    return {"KRN": None, "KRN-VSK aux": aux, "KRN-VSK fit": fit,
-            "KRN-VSK aux+fit": FeatureUnion([("aux", aux), ("fit", fit)])}[name]
+    aux = ModelScaling(
+        FrozenEstimator(KNeighborsRegressor(n_neighbors=1).fit(t_all[:, None], aux_all))
+    )
+    fit = ModelScaling(
+        CurveFitRegressor(
+            growth_curve, p0=(4000.0, 0.5, 0.3), bounds=([0, -5, 1e-3], [1e6, 5, 10])
+        )
+    )
+    return {
+        "KRN": None,
+        "KRN-VSK aux": aux,
+        "KRN-VSK fit": fit,
+        "KRN-VSK aux+fit": FeatureUnion([("aux", aux), ("fit", fit)]),
+    }[name]
 
 
 def sweep_task(data, learner, nu, eps_values):
@@ -91,17 +100,25 @@ def sweep_task(data, learner, nu, eps_values):
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ill-conditioned solves are the point here
         for eps in eps_values:
-            model = make_krn_vsk(make_psi(learner, t_all, aux_all), alpha=nu, gamma=eps ** 2,
-                                 rescale="minmax")
+            model = make_krn_vsk(
+                make_psi(learner, t_all, aux_all), alpha=nu, gamma=eps**2, rescale="minmax"
+            )
             model.fit(ttr, y[:N_TRAIN])
             Z = model[0].transform(ttr)  # the augmented training points
-            K = vsk_gram(Z, None, "rbf", eps ** 2)
+            K = vsk_gram(Z, None, "rbf", eps**2)
             pred = model.predict(t_all[:, None])
-            rows.append({"learner": learner, "nu": nu, "eps": eps, "gamma": eps ** 2,
-                         "cond": condition_number(K),
-                         "cond_reg": condition_number(K + nu * np.eye(len(K))),
-                         "ME": float(np.mean(np.abs(y[N_TRAIN:] - pred[N_TRAIN:]))),
-                         "RME": rounded_mean_error(y[N_TRAIN:], pred[N_TRAIN:])})
+            rows.append(
+                {
+                    "learner": learner,
+                    "nu": nu,
+                    "eps": eps,
+                    "gamma": eps**2,
+                    "cond": condition_number(K),
+                    "cond_reg": condition_number(K + nu * np.eye(len(K))),
+                    "ME": float(np.mean(np.abs(y[N_TRAIN:] - pred[N_TRAIN:]))),
+                    "RME": rounded_mean_error(y[N_TRAIN:], pred[N_TRAIN:]),
+                }
+            )
             preds.append(pred)
     return rows, preds
 
@@ -114,15 +131,22 @@ def summarize(df, threshold):
         best = g.loc[g["RME"].idxmin()]
         good = g[g["RME"] <= threshold]
         finite = g["cond"][np.isfinite(g["cond"])]
-        out.append({
-            "nu": nu, "learner": learner, "best eps": best["eps"], "RME at best eps": int(best["RME"]),
-            f"# eps with RME <= {threshold:g}": len(good),
-            "good eps range": f"[{good['eps'].min():.2f}, {good['eps'].max():.2f}]" if len(good) else "-",
-            "median cond(K)": float(g["cond"].median()),
-            "median cond(K + nu I)": float(g["cond_reg"].median()),
-            "# eps with cond = inf": int((~np.isfinite(g["cond"])).sum()),
-            "min finite cond(K)": float(finite.min()) if len(finite) else np.inf,
-        })
+        out.append(
+            {
+                "nu": nu,
+                "learner": learner,
+                "best eps": best["eps"],
+                "RME at best eps": int(best["RME"]),
+                f"# eps with RME <= {threshold:g}": len(good),
+                "good eps range": f"[{good['eps'].min():.2f}, {good['eps'].max():.2f}]"
+                if len(good)
+                else "-",
+                "median cond(K)": float(g["cond"].median()),
+                "median cond(K + nu I)": float(g["cond_reg"].median()),
+                "# eps with cond = inf": int((~np.isfinite(g["cond"])).sum()),
+                "min finite cond(K)": float(finite.min()) if len(finite) else np.inf,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -147,8 +171,9 @@ def plot(df, best_preds, data, dates, output):
             inf = ~np.isfinite(cond)
             row[0].plot(g["eps"][inf], np.full(inf.sum(), cap), "x", color=f"C{j}", ms=3)
             row[1].semilogy(g["eps"], np.maximum(g["RME"], 1), color=f"C{j}", label=learner)
-        row[0].set_title(f"condition number of {'K' if nu == 0 else 'K + nu I'} (x: singular), "
-                         f"nu = {nu:g}")
+        row[0].set_title(
+            f"condition number of {'K' if nu == 0 else 'K + nu I'} (x: singular), nu = {nu:g}"
+        )
         row[1].set_title(f"RME on the 5 test days, nu = {nu:g}")
         for ax in row:
             ax.set_xlabel("shape parameter eps (gamma = eps^2)")
@@ -175,8 +200,18 @@ def plot(df, best_preds, data, dates, output):
     plt.close(fig)
 
 
-def run(output, n_shapes=200, eps_range=(0.5, 20.0), nus=(0.0, 1e-4), learners=LEARNERS,
-        batch=25, threshold=None, client=None, n_workers=2, verbose=True):
+def run(
+    output,
+    n_shapes=200,
+    eps_range=(0.5, 20.0),
+    nus=(0.0, 1e-4),
+    learners=LEARNERS,
+    batch=25,
+    threshold=None,
+    client=None,
+    n_workers=2,
+    verbose=True,
+):
     """Run the sweep, write the tables and figures into ``output``; return the tables."""
     import pandas as pd
 
@@ -190,9 +225,13 @@ def run(output, n_shapes=200, eps_range=(0.5, 20.0), nus=(0.0, 1e-4), learners=L
     # "good" shape parameters: test error within 10% of the mean ICU level of the test days
     threshold = 0.1 * float(y[N_TRAIN:].mean()) if threshold is None else float(threshold)
     eps = np.linspace(eps_range[0], eps_range[1], n_shapes)
-    batches = [eps[i:i + batch] for i in range(0, n_shapes, batch)]
-    tasks = [dict(data=data, learner=lr, nu=float(nu), eps_values=b)
-             for nu in nus for lr in learners for b in batches]
+    batches = [eps[i : i + batch] for i in range(0, n_shapes, batch)]
+    tasks = [
+        dict(data=data, learner=lr, nu=float(nu), eps_values=b)
+        for nu in nus
+        for lr in learners
+        for b in batches
+    ]
     t0 = time.perf_counter()
     with common.cluster(client, n_workers) as c:
         parts = common.fan_out(c, sweep_task, tasks)
@@ -206,13 +245,15 @@ def run(output, n_shapes=200, eps_range=(0.5, 20.0), nus=(0.0, 1e-4), learners=L
         i = g["RME"].idxmin()
         best_preds[(nu, learner)] = (df.loc[i, "eps"], int(df.loc[i, "RME"]), preds[i])
     text = common.write_table(
-        best, output, "covid_best",
+        best,
+        output,
+        "covid_best",
         "ICU series: RME on the 5 test days at the best shape parameter (paper's Table 3)",
         floatfmt="{:.3g}",
         note=f"{n_shapes} shape parameters eps in [{eps_range[0]:g}, {eps_range[1]:g}] "
-             f"(gamma = eps^2, day scaled to [0, 1] over the 58 training days); 'good' eps: RME "
-             f"<= {threshold:g} (10% of the mean test-day ICU level). cond = inf: the smallest "
-             "eigenvalue is <= 0 in floating point (numerically singular).",
+        f"(gamma = eps^2, day scaled to [0, 1] over the 58 training days); 'good' eps: RME "
+        f"<= {threshold:g} (10% of the mean test-day ICU level). cond = inf: the smallest "
+        "eigenvalue is <= 0 in floating point (numerically singular).",
     )
     plot(df, best_preds, data, series["date"], output)
     if verbose:
@@ -231,8 +272,17 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=25, help="shape parameters per Dask task")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
-    run(args.output, args.n_shapes, (args.eps_min, args.eps_max),
-        tuple(float(v) for v in args.nus.split(",")), LEARNERS, args.batch, None, None, args.workers)
+    run(
+        args.output,
+        args.n_shapes,
+        (args.eps_min, args.eps_max),
+        tuple(float(v) for v in args.nus.split(",")),
+        LEARNERS,
+        args.batch,
+        None,
+        None,
+        args.workers,
+    )
 
 
 if __name__ == "__main__":

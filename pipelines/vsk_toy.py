@@ -51,7 +51,9 @@ def make_population(seed):
     s_a = rng.uniform(0, 2, N_FEATURES)
     mu_b = mu_a + rng.uniform(0, 2, N_FEATURES)
     s_b = rng.uniform(0, 4.5, N_FEATURES)
-    X = np.vstack([rng.normal(mu_a, s_a, (half, N_FEATURES)), rng.normal(mu_b, s_b, (half, N_FEATURES))])
+    X = np.vstack(
+        [rng.normal(mu_a, s_a, (half, N_FEATURES)), rng.normal(mu_b, s_b, (half, N_FEATURES))]
+    )
     X += rng.normal(0, 1, X.shape)
     lo, hi = X.min(axis=0), X.max(axis=0)
     X = (X - lo) / (hi - lo)
@@ -68,7 +70,9 @@ def draw_dataset(X, y, n_samples, n_features, seed):
     pos = np.sort(rng.choice(half, per_class, replace=False))
     neg = np.sort(half + rng.choice(half, per_class, replace=False))
     n_test = n_samples // 6
-    test = np.concatenate([rng.choice(pos, n_test, replace=False), rng.choice(neg, n_test, replace=False)])
+    test = np.concatenate(
+        [rng.choice(pos, n_test, replace=False), rng.choice(neg, n_test, replace=False)]
+    )
     drawn = np.concatenate([pos, neg])
     train = np.setdiff1d(drawn, test)
     prior = np.setdiff1d(np.arange(POPULATION), drawn)
@@ -92,8 +96,15 @@ def toy_task(seed, n_samples, n_features, rep, kernel, C_grid, gamma_grid, cv):
     (Xtr, ytr), (Xte, yte), (Xpr, ypr), features = draw_dataset(
         X, y, n_samples, n_features, common.task_seed(seed, n_samples, n_features, rep)
     )
-    row = {"N": n_samples, "n_k": n_features, "rep": rep, "kernel": kernel,
-           "n_train": len(ytr), "n_test": len(yte), "features": " ".join(map(str, features))}
+    row = {
+        "N": n_samples,
+        "n_k": n_features,
+        "rep": rep,
+        "kernel": kernel,
+        "n_train": len(ytr),
+        "n_test": len(yte),
+        "features": " ".join(map(str, features)),
+    }
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         nb = GaussianNB().fit(np.vstack([Xtr, Xpr]), np.concatenate([ytr, ypr]))
@@ -142,7 +153,8 @@ def summarize(results):
     if "C_K" in spec:
         spec = (
             spec.groupby(["kernel", "N"], sort=True)[["C_K", "C_KPsi", "trK_over_trKPsi"]]
-            .mean().reset_index()
+            .mean()
+            .reset_index()
         )
         # Proposition 2 (linear): C(K_Psi) * tr(K) / tr(K_Psi) <= C(K) on non-negative data
         spec["tr-scaled C_KPsi"] = spec["C_KPsi"] * spec["trK_over_trKPsi"]
@@ -164,7 +176,9 @@ def plot(f1, path):
         g = f1[f1["kernel"] == kernel].sort_values(["N", "n_k"])
         x = np.arange(len(g))
         for j, m in enumerate(METHODS):
-            ax.bar(x + (j - 1) * 0.27, g[f"{m} mean"], 0.27, yerr=g[f"{m} std"], label=m, capsize=2)
+            ax.bar(
+                x + (j - 1) * 0.27, g[f"{m} mean"], 0.27, yerr=g[f"{m} std"], label=m, capsize=2
+            )
         ax.set_xticks(x, [f"N={N}\nn_k={nk}" for N, nk in zip(g["N"], g["n_k"])], fontsize=8)
         lo = max(0.0, float(np.nanmin(g[[f"{m} mean" for m in METHODS]].to_numpy())) - 0.1)
         ax.set_ylim(lo, 1.0)
@@ -176,16 +190,37 @@ def plot(f1, path):
     plt.close(fig)
 
 
-def run(output, n_samples=(100, 500, 2500), n_features=(2, 4, 16, 64), kernels=("linear", "rbf"),
-        n_reps=3, seed=1992, C_grid=common.C_GRID, gamma_grid=common.GAMMA_GRID, cv=5,
-        client=None, n_workers=2, verbose=True):
+def run(
+    output,
+    n_samples=(100, 500, 2500),
+    n_features=(2, 4, 16, 64),
+    kernels=("linear", "rbf"),
+    n_reps=3,
+    seed=1992,
+    C_grid=common.C_GRID,
+    gamma_grid=common.GAMMA_GRID,
+    cv=5,
+    client=None,
+    n_workers=2,
+    verbose=True,
+):
     """Run the experiment, write the tables and the figure into ``output``; return the tables."""
     os.makedirs(output, exist_ok=True)
     tasks = [
-        dict(seed=seed, n_samples=N, n_features=nk, rep=r, kernel=k, C_grid=tuple(C_grid),
-             gamma_grid=tuple(gamma_grid), cv=cv)
+        dict(
+            seed=seed,
+            n_samples=N,
+            n_features=nk,
+            rep=r,
+            kernel=k,
+            C_grid=tuple(C_grid),
+            gamma_grid=tuple(gamma_grid),
+            cv=cv,
+        )
         # the largest data sets first, so the long tasks do not trail at the end
-        for N in sorted(n_samples, reverse=True) for nk in n_features for r in range(n_reps)
+        for N in sorted(n_samples, reverse=True)
+        for nk in n_features
+        for r in range(n_reps)
         for k in kernels
     ]
     t0 = time.perf_counter()
@@ -194,17 +229,22 @@ def run(output, n_samples=(100, 500, 2500), n_features=(2, 4, 16, 64), kernels=(
     df, f1, spec = summarize(results)
     df.to_csv(os.path.join(output, "toy_results.csv"), index=False)
     text = common.write_table(
-        f1, output, "toy_f1", "Toy data: weighted F1 on the test set (mean, std over repetitions)",
+        f1,
+        output,
+        "toy_f1",
+        "Toy data: weighted F1 on the test set (mean, std over repetitions)",
         note=f"{n_reps} repetition(s), seed {seed}; NB trained on the training set plus the "
-             f"population rows not drawn; SVM / SVM-VSK tuned by {cv}-fold CV over C in "
-             f"{_grid_text(C_grid)} (and gamma in {_grid_text(gamma_grid)}).",
+        f"population rows not drawn; SVM / SVM-VSK tuned by {cv}-fold CV over C in "
+        f"{_grid_text(C_grid)} (and gamma in {_grid_text(gamma_grid)}).",
     )
     if len(spec):
         text += "\n" + common.write_table(
-            spec, output, "toy_spectral",
+            spec,
+            output,
+            "toy_spectral",
             "Spectral ratios on the training sets, n_k = 2, gamma = 1 (paper's Tables 1-2)",
             note="Gaussian: C(K_Psi) >= C(K) (Corollary 1). Linear: Proposition 2 bound "
-                 "C(K_Psi) tr(K)/tr(K_Psi) <= C(K) on non-negative data.",
+            "C(K_Psi) tr(K)/tr(K_Psi) <= C(K) on non-negative data.",
         )
     plot(f1, os.path.join(output, "toy_f1.png"))
     if verbose:
@@ -224,19 +264,35 @@ def _ints(text):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default="vsk-toy", help="output folder (default ./vsk-toy)")
-    parser.add_argument("--n-samples", type=_ints, default=(100, 500, 2500), help="e.g. 100,500,2500")
+    parser.add_argument(
+        "--n-samples", type=_ints, default=(100, 500, 2500), help="e.g. 100,500,2500"
+    )
     parser.add_argument("--n-features", type=_ints, default=(2, 4, 16, 64), help="e.g. 2,4,16,64")
     parser.add_argument("--kernels", default="linear,rbf", help="linear,rbf")
-    parser.add_argument("--n-reps", type=int, default=3, help="repetitions per data set (default 3)")
+    parser.add_argument(
+        "--n-reps", type=int, default=3, help="repetitions per data set (default 3)"
+    )
     parser.add_argument("--seed", type=int, default=1992)
     parser.add_argument("--cv", type=int, default=5)
-    parser.add_argument("--coarse-grid", action="store_true",
-                        help="every other grid value (a quick run)")
+    parser.add_argument(
+        "--coarse-grid", action="store_true", help="every other grid value (a quick run)"
+    )
     parser.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
     args = parser.parse_args(argv)
     step = 2 if args.coarse_grid else 1
-    run(args.output, args.n_samples, args.n_features, tuple(args.kernels.split(",")), args.n_reps,
-        args.seed, common.C_GRID[::step], common.GAMMA_GRID[::step], args.cv, None, args.workers)
+    run(
+        args.output,
+        args.n_samples,
+        args.n_features,
+        tuple(args.kernels.split(",")),
+        args.n_reps,
+        args.seed,
+        common.C_GRID[::step],
+        common.GAMMA_GRID[::step],
+        args.cv,
+        None,
+        args.workers,
+    )
 
 
 if __name__ == "__main__":

@@ -3,10 +3,14 @@
 >>> from ppa_dask import PPA
 """
 
+from ppa_dask.ensemble.bagging import (
+    FeatureBaggingClassifier,
+    FeatureBaggingPPA,
+    FeatureBaggingRegressor,
+)
+from ppa_dask.geometry.neighbors import make_ppa_knn
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.utils.version import VERSION
-from ppa_dask.geometry.neighbors import make_ppa_knn
-from ppa_dask.ensemble.bagging import FeatureBaggingClassifier, FeatureBaggingPPA, FeatureBaggingRegressor
 
 __version__ = VERSION
 __all__ = [

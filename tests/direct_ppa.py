@@ -184,9 +184,7 @@ def fit_direct_cv(X, candidates, folds):
             for f in labels:
                 test = folds == f
                 train = ~test
-                Wt, *_ = np.linalg.lstsq(
-                    _vander(alpha[train], scale, g), Z[train], rcond=None
-                )
+                Wt, *_ = np.linalg.lstsq(_vander(alpha[train], scale, g), Z[train], rcond=None)
                 err = Z[test] - _vander(alpha[test], scale, g) @ Wt
                 total += float(np.sum(err**2))
             scores[p - 1, j] = total / n

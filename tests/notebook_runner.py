@@ -17,10 +17,16 @@ def execute_notebook(name, parameters, workdir):
     nb = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
     (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     cell.source = parameters
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               MPLBACKEND="module://matplotlib_inline.backend_inline")
-    client = NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(workdir)}})
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        MPLBACKEND="module://matplotlib_inline.backend_inline",
+    )
+    client = NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
+    )
     client.execute(env=env)
     return nb
 

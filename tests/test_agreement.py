@@ -37,7 +37,9 @@ def test_new_points_transform_like_the_direct_port(name):
     inside = np.all((test >= train.min(0)) & (test <= train.max(0)), axis=1)
     model = PPA(degree=4).fit(train)
     alphas = model.transform(test)[:, :-1]
-    within = np.all((alphas >= model.alpha_ranges_[:, 0]) & (alphas <= model.alpha_ranges_[:, 1]), axis=1)
+    within = np.all(
+        (alphas >= model.alpha_ranges_[:, 0]) & (alphas <= model.alpha_ranges_[:, 1]), axis=1
+    )
     keep = inside & within
     assert keep.sum() > len(test) // 2
     assert_columns_equal_up_to_sign(R[keep], R_ref[keep], rtol=1e-8)

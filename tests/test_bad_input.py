@@ -31,12 +31,14 @@ def _curved(n, seed=0):
     """A 4-D cloud around a parabola (a few clear polynomial degrees)."""
     rng = np.random.default_rng(seed)
     t = rng.uniform(-1, 1, n)
-    return np.column_stack([
-        t,
-        t**2 + 0.05 * rng.normal(size=n),
-        0.5 * t**3 + 0.05 * rng.normal(size=n),
-        0.1 * rng.normal(size=n),
-    ])
+    return np.column_stack(
+        [
+            t,
+            t**2 + 0.05 * rng.normal(size=n),
+            0.5 * t**3 + 0.05 * rng.normal(size=n),
+            0.1 * rng.normal(size=n),
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +68,9 @@ def _fitted_state(model):
 
 def _assert_state_equal(model, state):
     now = _fitted_state(model)
-    assert now.keys() == state.keys(), f"fitted attributes changed: {sorted(now)} vs {sorted(state)}"
+    assert now.keys() == state.keys(), (
+        f"fitted attributes changed: {sorted(now)} vs {sorted(state)}"
+    )
     for k, before in state.items():
         after = now[k]
         if before is None or isinstance(before, (str, numbers_types)):
@@ -139,7 +143,9 @@ NONFINITE_CASES = {
 def test_fit_nonfinite(fitted, X, kind, case):
     cells, n_nan, n_inf, cols = NONFINITE_CASES[case]
     bad = _with_nonfinite(X, cells)
-    data = _as("numpy" if kind == "numpy" else "dask", bad, col_chunk=2 if "column" in kind else None)
+    data = _as(
+        "numpy" if kind == "numpy" else "dask", bad, col_chunk=2 if "column" in kind else None
+    )
     err = _expect_failure(fitted, "fit", data, ValueError, r"NaN", source=bad)
     msg = str(err)
     # how many of each, and which columns
@@ -194,8 +200,12 @@ def test_inverse_transform_nonfinite(fitted, X, kind):
 def test_fit_too_few_rows_for_cv(fitted, X, kind):
     small = X[:10].copy()
     err = _expect_failure(
-        fitted.set_params(degree=(1, 2, 3, 4, 5), cv=2), "fit", _as(kind, small, row_chunk=4),
-        ValueError, r"10 sample", source=small,
+        fitted.set_params(degree=(1, 2, 3, 4, 5), cv=2),
+        "fit",
+        _as(kind, small, row_chunk=4),
+        ValueError,
+        r"10 sample",
+        source=small,
     )
     msg = str(err)
     assert "2-fold" in msg and "degrees up to 5" in msg and "12" in msg, msg
@@ -215,7 +225,10 @@ def test_fit_cv_training_fold_too_small(fitted, X):
     # training fold of 4 rows: refused after the pass, before anything is stored
     small = X[:12].copy()
     _expect_failure(
-        fitted.set_params(random_state=0), "fit", small, ValueError,
+        fitted.set_params(random_state=0),
+        "fit",
+        small,
+        ValueError,
         r"training fold has \d+ rows; degree 5 needs at least 6",
     )
 
@@ -243,8 +256,9 @@ def test_fit_1d(fitted, X, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_fit_3d(fitted, X, kind):
     cube = X.reshape(50, 4, N_FEATURES).copy()
-    _expect_failure(fitted, "fit", _as(kind, cube, row_chunk=10), ValueError, r"dim 3|3D",
-                    source=cube)
+    _expect_failure(
+        fitted, "fit", _as(kind, cube, row_chunk=10), ValueError, r"dim 3|3D", source=cube
+    )
 
 
 @pytest.mark.parametrize("method", ["transform", "jacobian", "reconstruction_errors"])
@@ -253,8 +267,9 @@ def test_apply_1d_and_3d(fitted, X, kind, method):
     flat = X[:, 0].copy()
     _expect_failure(fitted, method, _as(kind, flat), ValueError, r"2D array.*1D", source=flat)
     cube = X.reshape(50, 4, N_FEATURES).copy()
-    _expect_failure(fitted, method, _as(kind, cube, row_chunk=10), ValueError, r"dim 3|3D",
-                    source=cube)
+    _expect_failure(
+        fitted, method, _as(kind, cube, row_chunk=10), ValueError, r"dim 3|3D", source=cube
+    )
 
 
 def _words(n_rows, n_cols):
@@ -271,8 +286,12 @@ def test_fit_strings_numpy(fitted, dtype):
 def test_fit_strings_dask(fitted, dtype):
     words = _words(20, N_FEATURES).astype(dtype)
     _expect_failure(
-        fitted, "fit", da.from_array(words, chunks=(5, N_FEATURES)), TypeError,
-        r"must hold real numbers.*dtype", source=words,
+        fitted,
+        "fit",
+        da.from_array(words, chunks=(5, N_FEATURES)),
+        TypeError,
+        r"must hold real numbers.*dtype",
+        source=words,
     )
 
 
@@ -280,8 +299,12 @@ def test_fit_object_numbers_dask_refused(fitted, X):
     # Dask cannot convert lazily with a known result dtype: an object array is refused upfront
     obj = X.astype(object)
     _expect_failure(
-        fitted, "fit", da.from_array(obj, chunks=(50, N_FEATURES)), TypeError,
-        r"must hold real numbers.*object", source=obj,
+        fitted,
+        "fit",
+        da.from_array(obj, chunks=(50, N_FEATURES)),
+        TypeError,
+        r"must hold real numbers.*object",
+        source=obj,
     )
 
 
@@ -289,7 +312,8 @@ def test_fit_object_numbers_dask_refused(fitted, X):
 def test_transform_strings(fitted, kind):
     words = _words(6, N_FEATURES)
     exc, match = (
-        (ValueError, r"could not convert string") if kind == "numpy"
+        (ValueError, r"could not convert string")
+        if kind == "numpy"
         else (TypeError, r"must hold real numbers")
     )
     _expect_failure(fitted, "transform", _as(kind, words, row_chunk=3), exc, match, source=words)
@@ -304,11 +328,23 @@ def test_transform_strings(fitted, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_apply_wrong_width(fitted, X, kind, method):
     narrow = X[:, :3].copy()
-    _expect_failure(fitted, method, _as(kind, narrow), ValueError,
-                    r"3 features.*expecting 4 features", source=narrow)
+    _expect_failure(
+        fitted,
+        method,
+        _as(kind, narrow),
+        ValueError,
+        r"3 features.*expecting 4 features",
+        source=narrow,
+    )
     wide = np.hstack([X, X[:, :1]])
-    _expect_failure(fitted, method, _as(kind, wide), ValueError,
-                    r"5 features.*expecting 4 features", source=wide)
+    _expect_failure(
+        fitted,
+        method,
+        _as(kind, wide),
+        ValueError,
+        r"5 features.*expecting 4 features",
+        source=wide,
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -316,8 +352,14 @@ def test_inverse_transform_too_many_columns(fitted, X, kind):
     R = fitted.transform(X)
     assert R.shape[1] == fitted.n_components_ == N_FEATURES
     wide = np.hstack([R, R[:, :1]])
-    _expect_failure(fitted, "inverse_transform", _as(kind, wide), ValueError,
-                    r"5 columns.*n_components_ = 4", source=wide)
+    _expect_failure(
+        fitted,
+        "inverse_transform",
+        _as(kind, wide),
+        ValueError,
+        r"5 columns.*n_components_ = 4",
+        source=wide,
+    )
 
 
 def test_inverse_transform_too_many_columns_truncated_model(X):
@@ -329,8 +371,14 @@ def test_inverse_transform_too_many_columns_truncated_model(X):
 @pytest.mark.parametrize("kind", KINDS)
 def test_inverse_transform_zero_columns(fitted, X, kind):
     empty = fitted.transform(X)[:, :0].copy()
-    _expect_failure(fitted, "inverse_transform", _as(kind, empty), ValueError,
-                    r"\b0 (feature|column)", source=empty)
+    _expect_failure(
+        fitted,
+        "inverse_transform",
+        _as(kind, empty),
+        ValueError,
+        r"\b0 (feature|column)",
+        source=empty,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -407,7 +455,9 @@ BAD_PARAMS = [
 ]
 
 
-@pytest.mark.parametrize("params, exc, match", BAD_PARAMS, ids=lambda v: str(v) if isinstance(v, dict) else "")
+@pytest.mark.parametrize(
+    "params, exc, match", BAD_PARAMS, ids=lambda v: str(v) if isinstance(v, dict) else ""
+)
 @pytest.mark.parametrize("kind", KINDS)
 def test_bad_params(fitted, X, kind, params, exc, match):
     data = X.copy()
@@ -461,8 +511,14 @@ def test_zero_variance_residual(name, params):
     model = PPA(random_state=0, **params).fit(X)
     np.testing.assert_array_equal(X, X_copy)
     assert model.explained_variance_[-1] < 1e-12 * model.explained_variance_[0]
-    for attr in ("leading_vectors_", "coefficients_", "residual_basis_", "explained_variance_",
-                 "residual_variance_", "basis_intervals_"):
+    for attr in (
+        "leading_vectors_",
+        "coefficients_",
+        "residual_basis_",
+        "explained_variance_",
+        "residual_variance_",
+        "basis_intervals_",
+    ):
         assert np.isfinite(getattr(model, attr)).all(), attr
     assert np.isfinite(model.alpha_ranges_).all()
     R = model.transform(X)
@@ -504,8 +560,16 @@ def test_zero_variance_residual_dask(name):
 # --------------------------------------------------------------------------------------------
 
 
-FITTED_ARRAYS = ("mean_", "leading_vectors_", "coefficients_", "basis_intervals_",
-                 "alpha_ranges_", "residual_basis_", "explained_variance_", "residual_variance_")
+FITTED_ARRAYS = (
+    "mean_",
+    "leading_vectors_",
+    "coefficients_",
+    "basis_intervals_",
+    "alpha_ranges_",
+    "residual_basis_",
+    "explained_variance_",
+    "residual_variance_",
+)
 
 
 def _assert_close_models(a, b, rtol):
@@ -535,8 +599,9 @@ def test_float32_same_as_float64(X, kind):
     np.testing.assert_allclose(R32, R64, rtol=1e-5, atol=1e-5 * scale)
     back = m32.inverse_transform(R32.astype(np.float32))
     np.testing.assert_allclose(back, X64, rtol=1e-5, atol=1e-5 * np.abs(X64).max())
-    np.testing.assert_allclose(m32.jacobian(X32[:20]), m64.jacobian(X64[:20]),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        m32.jacobian(X32[:20]), m64.jacobian(X64[:20]), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_float32_close_to_float64_original(X):

@@ -18,10 +18,23 @@ CUBE_BANDS = 6
 CUBE_PIXELS = 24
 CUBE_ARGS = ["--bands", str(CUBE_BANDS), "--pixels", str(CUBE_PIXELS)]
 #: What the demo writes inside its output folder, and inside the cube part's run folder.
-TABLE_OUTPUTS = ["data.zarr", "reconstruction_error.csv", "reconstruction_error.md",
-                 "summary.json"]
-CUBE_RUN_FOLDER = ["01-load", "02-preprocess", "03-fit", "04-transform", "05-evaluate",
-                   "06-plots", "pipeline.log", "pipeline.yaml", "summary.json"]
+TABLE_OUTPUTS = [
+    "data.zarr",
+    "reconstruction_error.csv",
+    "reconstruction_error.md",
+    "summary.json",
+]
+CUBE_RUN_FOLDER = [
+    "01-load",
+    "02-preprocess",
+    "03-fit",
+    "04-transform",
+    "05-evaluate",
+    "06-plots",
+    "pipeline.log",
+    "pipeline.yaml",
+    "summary.json",
+]
 
 
 def _listing(path):
@@ -42,15 +55,34 @@ def demo_run(tmp_path_factory):
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
-            code = main([
-                "demo", "--output", str(out), "--n-samples", "20000",
-                "--n-features", str(N_FEATURES), "--workers", "1", "--chunk-rows", "5000",
-                "--seed", "0", *CUBE_ARGS,
-            ])
+            code = main(
+                [
+                    "demo",
+                    "--output",
+                    str(out),
+                    "--n-samples",
+                    "20000",
+                    "--n-features",
+                    str(N_FEATURES),
+                    "--workers",
+                    "1",
+                    "--chunk-rows",
+                    "5000",
+                    "--seed",
+                    "0",
+                    *CUBE_ARGS,
+                ]
+            )
     finally:
         os.chdir(old)
-    return {"code": code, "out": out, "cwd": cwd, "base": base, "before": before,
-            "printed": printed.getvalue()}
+    return {
+        "code": code,
+        "out": out,
+        "cwd": cwd,
+        "base": base,
+        "before": before,
+        "printed": printed.getvalue(),
+    }
 
 
 def _table(out):
@@ -76,8 +108,13 @@ def test_demo_exit_code_and_files(demo_run):
     cube = summary["cube"]
     assert cube["complete"] is True and cube["path"] == str(out / "cube")
     assert (cube["bands"], cube["pixels"], cube["seed"]) == (CUBE_BANDS, CUBE_PIXELS, 0)
-    for name in ("components_zarr", "components_png", "reconstruction_error_md",
-                 "reconstruction_error_csv", "pipeline_summary"):
+    for name in (
+        "components_zarr",
+        "components_png",
+        "reconstruction_error_md",
+        "reconstruction_error_csv",
+        "pipeline_summary",
+    ):
         assert cube[name].startswith(str(out / "cube") + os.sep) and os.path.exists(cube[name])
     md = (out / "reconstruction_error.md").read_text()
     table_lines = [line for line in md.splitlines() if line.startswith("| ")]
@@ -100,15 +137,18 @@ def test_demo_writes_nothing_outside_output(demo_run):
 
 def test_demo_cube_part(demo_run):
     assert demo_run["code"] == 0
-    check_cube_demo_outputs(demo_run["out"] / "cube", bands=CUBE_BANDS, pixels=CUBE_PIXELS,
-                            seed=0)
+    check_cube_demo_outputs(demo_run["out"] / "cube", bands=CUBE_BANDS, pixels=CUBE_PIXELS, seed=0)
     # the table part came first, and the last lines say where the cube outputs are
     printed = demo_run["printed"]
     assert printed.index("wrote " + str(demo_run["out"] / "summary.json")) < printed.index(
-        "pipeline 'demo-cube'")
+        "pipeline 'demo-cube'"
+    )
     tail = "\n".join(printed.rstrip().splitlines()[-4:])
-    for relative in ("05-evaluate/reconstruction_error.md", "06-plots/components.png",
-                     "04-transform/components.zarr"):
+    for relative in (
+        "05-evaluate/reconstruction_error.md",
+        "06-plots/components.png",
+        "04-transform/components.zarr",
+    ):
         assert str(demo_run["out"] / "cube" / relative) in tail, relative
 
 
@@ -133,9 +173,22 @@ def test_demo_reuses_matching_data(demo_run, capsys):
     out = demo_run["out"]
     zarr_json = out / "data.zarr" / "zarr.json"
     stamp = zarr_json.stat().st_mtime_ns
-    code = main(["demo", "--output", str(out), "--n-samples", "20000",
-                 "--n-features", str(N_FEATURES), "--workers", "1", "--chunk-rows", "5000",
-                 *CUBE_ARGS])
+    code = main(
+        [
+            "demo",
+            "--output",
+            str(out),
+            "--n-samples",
+            "20000",
+            "--n-features",
+            str(N_FEATURES),
+            "--workers",
+            "1",
+            "--chunk-rows",
+            "5000",
+            *CUBE_ARGS,
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "reusing" in printed
@@ -149,8 +202,20 @@ def test_demo_reuses_matching_data(demo_run, capsys):
 
 def test_demo_no_cube_skips_the_cube_part(tmp_path, capsys):
     out = tmp_path / "demo"
-    code = main(["demo", "--no-cube", "--output", str(out), "--n-samples", "2000",
-                 "--n-features", "5", "--scheduler", "threads"])
+    code = main(
+        [
+            "demo",
+            "--no-cube",
+            "--output",
+            str(out),
+            "--n-samples",
+            "2000",
+            "--n-features",
+            "5",
+            "--scheduler",
+            "threads",
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     assert _listing(out) == TABLE_OUTPUTS

@@ -63,8 +63,9 @@ def cube(tmp_path_factory):
 
 def test_fit_transform_inverse_info_on_a_zarr_table(table, capsys):
     base, data, X = table
-    model_path, comps, comps2, rec, rec2 = (str(base / n) for n in (
-        "m.zarr", "c.zarr", "c2.zarr", "r.zarr", "r2.zarr"))
+    model_path, comps, comps2, rec, rec2 = (
+        str(base / n) for n in ("m.zarr", "c.zarr", "c2.zarr", "r.zarr", "r2.zarr")
+    )
     out = _ok(capsys, "fit", data, model_path, "--degree", "1-3", "--seed", "4", *THREADS)
     assert "step 4 of 4" in out  # one progress line per PPA step
 
@@ -116,13 +117,16 @@ def test_tampered_model_is_refused_before_anything_runs(table, capsys):
     model_path = str(base / "tampered.zarr")
     _ok(capsys, "fit", data, model_path, "--degree", "2", *THREADS)
     meta_file = os.path.join(model_path, "zarr.json")
-    meta = json.loads(open(meta_file).read())
+    with open(meta_file) as f:
+        meta = json.load(f)
     text = json.dumps(meta).replace('"whiten": false', '"whiten": true')
     assert text != json.dumps(meta)
     with open(meta_file, "w") as f:
         f.write(text)
-    for argv in (["info", model_path],
-                 ["transform", model_path, data, str(base / "never.zarr"), *THREADS]):
+    for argv in (
+        ["info", model_path],
+        ["transform", model_path, data, str(base / "never.zarr"), *THREADS],
+    ):
         assert "tampered" in _fails(capsys, *argv)
     assert not os.path.exists(base / "never.zarr")
 
@@ -131,19 +135,36 @@ def test_tampered_model_is_refused_before_anything_runs(table, capsys):
     "argv, expected",
     [
         (["fit", "{base}/absent.zarr", "{base}/new.zarr", *THREADS], "no Zarr store"),
-        (["fit", "{data}", "{base}/new.zarr", "--degree", "0", *THREADS],
-         "argument --degree: expected a degree >= 1"),
+        (
+            ["fit", "{data}", "{base}/new.zarr", "--degree", "0", *THREADS],
+            "argument --degree: expected a degree >= 1",
+        ),
         (["fit", "{data}", "{base}/new.zarr", "--variable", "x", *THREADS], "Zarr array"),
         (["info", "{data}"], "not a ppa-dask model file"),
         (["info", "{base}/none.zarr"], "no model file"),
-        (["fit", "{data}", "{base}/new.zarr", "--cluster", "c.yaml", "--scheduler", "threads"],
-         "either --cluster or --scheduler"),
-        (["fit", "{data}", "{base}/new.zarr", "--cluster", "{base}/absent.yaml"],
-         "absent.yaml' does not exist"),
-        (["fit", "{data}", "{base}/new.zarr", "--performance-report", "{base}/r.html", *THREADS],
-         "--performance-report needs a distributed scheduler"),
-        (["fit", "{data}", "{base}/new.zarr", "--performance-report", "{base}/no/r.html"],
-         "folder"),
+        (
+            ["fit", "{data}", "{base}/new.zarr", "--cluster", "c.yaml", "--scheduler", "threads"],
+            "either --cluster or --scheduler",
+        ),
+        (
+            ["fit", "{data}", "{base}/new.zarr", "--cluster", "{base}/absent.yaml"],
+            "absent.yaml' does not exist",
+        ),
+        (
+            [
+                "fit",
+                "{data}",
+                "{base}/new.zarr",
+                "--performance-report",
+                "{base}/r.html",
+                *THREADS,
+            ],
+            "--performance-report needs a distributed scheduler",
+        ),
+        (
+            ["fit", "{data}", "{base}/new.zarr", "--performance-report", "{base}/no/r.html"],
+            "folder",
+        ),
         (["run", "{base}/absent.yaml"], "absent.yaml' does not exist"),
         (["transform"], "the following arguments are required"),
     ],
@@ -164,8 +185,19 @@ def test_bad_input_exits_2_with_one_line(table, capsys, argv, expected):
 def test_cube_round_trip_through_the_cli(cube, capsys):
     base, path, ds = cube
     model_path, comps, rec = (str(base / n) for n in ("m.zarr", "c.zarr", "r.zarr"))
-    _ok(capsys, "fit", path, model_path, "--variable", "reflectance", "--feature-dim", "band",
-        "--degree", "1-2", *THREADS)
+    _ok(
+        capsys,
+        "fit",
+        path,
+        model_path,
+        "--variable",
+        "reflectance",
+        "--feature-dim",
+        "band",
+        "--degree",
+        "1-2",
+        *THREADS,
+    )
     assert "features along band" in _ok(capsys, "info", model_path)
     _ok(capsys, "transform", model_path, path, comps, "--variable", "reflectance", *THREADS)
     out = store.open_dataset(comps)["components"]
@@ -188,8 +220,17 @@ def test_cube_round_trip_through_the_cli(cube, capsys):
 
 def test_cube_errors(cube, capsys):
     base, path, _ = cube
-    err = _fails(capsys, "fit", path, str(base / "x.zarr"), "--variable", "reflectance",
-                 "--feature-dim", "wavelength", *THREADS)
+    err = _fails(
+        capsys,
+        "fit",
+        path,
+        str(base / "x.zarr"),
+        "--variable",
+        "reflectance",
+        "--feature-dim",
+        "wavelength",
+        *THREADS,
+    )
     assert "--feature-dim 'wavelength' is not a dimension" in err
     err = _fails(capsys, "fit", path, str(base / "x.zarr"), "--feature-dim", "band", *THREADS)
     assert "choose one with --variable" in err
@@ -206,8 +247,10 @@ def test_run_check_and_invalid_pipeline(tmp_path, capsys):
     out = _ok(capsys, "run", str(good), "--check")
     assert out.strip().endswith("good.yaml: valid") and "degree:" in out
     bad = tmp_path / "bad.yaml"
-    bad.write_text(f"name: b\noutput: {tmp_path / 'run'}\n"
-                   "data: {source: dataset, name: vehicles}\nmodel: {degre: 3}\n")
+    bad.write_text(
+        f"name: b\noutput: {tmp_path / 'run'}\n"
+        "data: {source: dataset, name: vehicles}\nmodel: {degre: 3}\n"
+    )
     err = _fails(capsys, "run", str(bad), *THREADS)
     assert "model.degre: unknown key (did you mean 'degree'?)" in err
     assert not (tmp_path / "run").exists()
@@ -243,15 +286,29 @@ def check_cube_demo_outputs(run_dir, bands, pixels, seed):
 
 def test_demo_cube_end_to_end(tmp_path, capsys):
     out_dir = tmp_path / "demo"
-    argv = ["demo", "--cube", "--bands", "6", "--pixels", "24", "--seed", "1",
-            "--output", str(out_dir), *THREADS]
+    argv = [
+        "demo",
+        "--cube",
+        "--bands",
+        "6",
+        "--pixels",
+        "24",
+        "--seed",
+        "1",
+        "--output",
+        str(out_dir),
+        *THREADS,
+    ]
     out = _ok(capsys, *argv)
     assert "stage plots: done" in out
     # --cube is the cube part alone: its run folder is --output itself, no table part
     assert not (out_dir / "data.zarr").exists() and not (out_dir / "cube").exists()
     check_cube_demo_outputs(out_dir, bands=6, pixels=24, seed=1)
-    assert out.rstrip().splitlines()[-1].endswith(
-        os.path.join(str(out_dir), "04-transform", "components.zarr"))
+    assert (
+        out.rstrip()
+        .splitlines()[-1]
+        .endswith(os.path.join(str(out_dir), "04-transform", "components.zarr"))
+    )
     # a second run resumes everything (nothing recomputed)
     assert "6 of 6 stages already complete" in _ok(capsys, *argv)
     assert not (out_dir / ".dask-scratch").exists()
@@ -261,8 +318,10 @@ def test_pipeline_cluster_file_is_validated_before_anything_runs(tmp_path, capsy
     bad_cluster = tmp_path / "c.yaml"
     bad_cluster.write_text("type: local\noptions: {n_workerz: 2}\n")
     pipeline = tmp_path / "p.yaml"
-    pipeline.write_text(f"name: p\noutput: {tmp_path / 'run'}\ncluster: {bad_cluster}\n"
-                        "data: {source: dataset, name: vehicles}\n")
+    pipeline.write_text(
+        f"name: p\noutput: {tmp_path / 'run'}\ncluster: {bad_cluster}\n"
+        "data: {source: dataset, name: vehicles}\n"
+    )
     err = _fails(capsys, "run", str(pipeline))
     assert "options.n_workerz: unknown key (did you mean 'n_workers'?)" in err
     assert not (tmp_path / "run").exists()

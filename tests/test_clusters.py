@@ -59,26 +59,63 @@ def external_cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("external")
     scheduler_file = str(base / "scheduler.json")
     env = dict(os.environ, **ONE_BLAS)
-    logs = open(base / "cluster.log", "w")
-    procs = [subprocess.Popen(
-        [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address",
-         "127.0.0.1:0", "--scheduler-file", scheduler_file],
-        stdout=logs, stderr=subprocess.STDOUT, env=env, cwd=base)]
+    logs = open(base / "cluster.log", "w")  # noqa: SIM115 - held open by the processes until teardown
+    procs = [
+        subprocess.Popen(
+            [
+                DASK,
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--dashboard-address",
+                "127.0.0.1:0",
+                "--scheduler-file",
+                scheduler_file,
+            ],
+            stdout=logs,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=base,
+        )
+    ]
     try:
         deadline = time.monotonic() + 60
         while not os.path.exists(scheduler_file):
             assert procs[0].poll() is None and time.monotonic() < deadline, "no scheduler"
             time.sleep(0.1)
         time.sleep(0.2)  # the file is written in one go, but give it a moment
-        address = json.loads(open(scheduler_file).read())["address"]
+        with open(scheduler_file) as f:
+            address = json.load(f)["address"]
         assert address.startswith("tcp://127.0.0.1:")
         for i in range(2):
-            procs.append(subprocess.Popen(
-                # no nanny: the worker is the process itself (its BLAS variables come from env)
-                [DASK, "worker", address, "--name", f"w{i}", "--nthreads", "1", "--host",
-                 "127.0.0.1", "--no-dashboard", "--no-nanny", "--memory-limit", "1GiB",
-                 "--local-directory", str(base / f"w{i}")],
-                stdout=logs, stderr=subprocess.STDOUT, env=env, cwd=base))
+            procs.append(
+                subprocess.Popen(
+                    # no nanny: the worker is the process itself (its BLAS variables come from env)
+                    [
+                        DASK,
+                        "worker",
+                        address,
+                        "--name",
+                        f"w{i}",
+                        "--nthreads",
+                        "1",
+                        "--host",
+                        "127.0.0.1",
+                        "--no-dashboard",
+                        "--no-nanny",
+                        "--memory-limit",
+                        "1GiB",
+                        "--local-directory",
+                        str(base / f"w{i}"),
+                    ],
+                    stdout=logs,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=base,
+                )
+            )
         from distributed import Client
 
         with Client(address, set_as_default=False) as client:
@@ -106,8 +143,21 @@ def test_fit_on_a_multi_process_cluster(external_cluster, capsys):
     before = _executed(address)
     report = base / "report.html"
     model_path = str(base / "model.zarr")
-    code = main(["fit", data, model_path, "--degree", "1-3", "--seed", "1",
-                 "--scheduler", address, "--performance-report", str(report)])
+    code = main(
+        [
+            "fit",
+            data,
+            model_path,
+            "--degree",
+            "1-3",
+            "--seed",
+            "1",
+            "--scheduler",
+            address,
+            "--performance-report",
+            str(report),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert f"scheduler {address}, 2 worker(s)" in out
@@ -126,10 +176,13 @@ def test_fit_on_a_multi_process_cluster(external_cluster, capsys):
 
 def test_pipeline_on_the_cluster_equals_the_in_process_run(external_cluster, capsys):
     address, base = external_cluster
-    config = {"name": "c", "seed": 2,
-              "data": {"source": "generated", "n_samples": 20_000, "n_features": 5,
-                       "chunk_rows": 2_500},
-              "model": {"degree": [1, 2, 3]}, "plots": {"components": 0, "dpi": 30}}
+    config = {
+        "name": "c",
+        "seed": 2,
+        "data": {"source": "generated", "n_samples": 20_000, "n_features": 5, "chunk_rows": 2_500},
+        "model": {"degree": [1, 2, 3]},
+        "plots": {"components": 0, "dpi": 30},
+    }
     path = base / "c.yaml"
     path.write_text(yaml.safe_dump(config))
     cluster_out, local_out = base / "on-cluster", base / "in-process"
@@ -159,29 +212,43 @@ def _certificates(folder, name="ppa-dask test"):
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name} CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - datetime.timedelta(hours=1))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(ca_name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False)
-            .add_extension(x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     os.makedirs(folder, exist_ok=True)
     paths = {n: os.path.join(folder, f"{n}.pem") for n in ("ca", "cert", "key")}
     with open(paths["ca"], "wb") as f:
@@ -189,9 +256,13 @@ def _certificates(folder, name="ppa-dask test"):
     with open(paths["cert"], "wb") as f:
         f.write(cert.public_bytes(serialization.Encoding.PEM))
     with open(paths["key"], "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM,
-                                  serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
+        f.write(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
     return paths
 
 
@@ -202,13 +273,16 @@ def test_tls_secured_local_cluster_runs_a_fit(tmp_path):
     _certificates(tmp_path / "certs")
     config = {
         "type": "local",
-        "options": {"n_workers": 1, "memory_limit": "1GiB",
-                    "dashboard_address": "127.0.0.1:0"},
+        "options": {"n_workers": 1, "memory_limit": "1GiB", "dashboard_address": "127.0.0.1:0"},
         # relative to the configuration file's folder
-        "security": {"tls_ca_file": "certs/ca.pem",
-                     **{f"tls_{role}_{part}": f"certs/{part}.pem"
-                        for role in ("client", "scheduler", "worker")
-                        for part in ("cert", "key")}},
+        "security": {
+            "tls_ca_file": "certs/ca.pem",
+            **{
+                f"tls_{role}_{part}": f"certs/{part}.pem"
+                for role in ("client", "scheduler", "worker")
+                for part in ("cert", "key")
+            },
+        },
     }
     cfg = tmp_path / "tls.yaml"
     cfg.write_text(yaml.safe_dump(config))
@@ -221,8 +295,12 @@ def test_tls_secured_local_cluster_runs_a_fit(tmp_path):
         assert sum(executed.values()) > 0
         # a client without a certificate signed by the cluster's CA is turned away
         other = _certificates(tmp_path / "other", "intruder")
-        stranger = Security(tls_ca_file=other["ca"], tls_client_cert=other["cert"],
-                            tls_client_key=other["key"], require_encryption=True)
+        stranger = Security(
+            tls_ca_file=other["ca"],
+            tls_client_cert=other["cert"],
+            tls_client_key=other["key"],
+            require_encryption=True,
+        )
         with pytest.raises((OSError, TimeoutError)):
             Client(address, security=stranger, timeout="3s", set_as_default=False)
         with pytest.raises((OSError, TimeoutError)):  # nor does plain TCP get in
@@ -251,8 +329,13 @@ def test_slurm_job_script():
     pytest.importorskip("dask_jobqueue")
     script = job_script(os.path.join(CLUSTER, "slurm.yaml"), LOOPBACK)
     lines = _lines(script)
-    for directive in ("#SBATCH -J ppa-dask", "#SBATCH -p normal", "#SBATCH --cpus-per-task=4",
-                      "#SBATCH --mem=16G", "#SBATCH -t 02:00:00"):
+    for directive in (
+        "#SBATCH -J ppa-dask",
+        "#SBATCH -p normal",
+        "#SBATCH --cpus-per-task=4",
+        "#SBATCH --mem=16G",
+        "#SBATCH -t 02:00:00",
+    ):
         assert directive in lines, directive
     for name in BLAS_THREAD_VARIABLES:  # one BLAS thread per worker process
         assert f"export {name}=1" in lines, name
@@ -271,8 +354,13 @@ def test_pbs_job_script():
     pytest.importorskip("dask_jobqueue")
     script = job_script(os.path.join(CLUSTER, "pbs.yaml"), LOOPBACK)
     lines = _lines(script)
-    for directive in ("#PBS -N ppa-dask", "#PBS -q workq", "#PBS -l select=1:ncpus=4:mem=16GB",
-                      "#PBS -l walltime=02:00:00", "#PBS -j oe"):
+    for directive in (
+        "#PBS -N ppa-dask",
+        "#PBS -q workq",
+        "#PBS -l select=1:ncpus=4:mem=16GB",
+        "#PBS -l walltime=02:00:00",
+        "#PBS -j oe",
+    ):
         assert directive in lines, directive
     cmd = _worker_command(script)
     assert cmd[cmd.index("--nthreads") + 1] == "1"
@@ -285,8 +373,11 @@ def test_pbs_job_script():
 def test_blas_exports_are_added_when_the_file_omits_them(tmp_path):
     pytest.importorskip("dask_jobqueue")
     cfg = tmp_path / "bare.yaml"
-    cfg.write_text(yaml.safe_dump({"type": "slurm",
-                                   "options": {"cores": 2, "processes": 2, "memory": "2GiB"}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {"type": "slurm", "options": {"cores": 2, "processes": 2, "memory": "2GiB"}}
+        )
+    )
     lines = _lines(job_script(str(cfg), LOOPBACK))
     assert all(f"export {name}=1" in lines for name in BLAS_THREAD_VARIABLES)
 
@@ -331,22 +422,32 @@ def test_kubernetes_manifest_is_a_valid_daskcluster():
     ports = {p["name"]: p["containerPort"] for p in scheduler["ports"]}
     service = {p["targetPort"]: p["port"] for p in spec["spec"]["scheduler"]["service"]["ports"]}
     assert service == {"tcp-comm": 8786, "http-dashboard": 8787} and ports == {
-        "tcp-comm": 8786, "http-dashboard": 8787}
+        "tcp-comm": 8786,
+        "http-dashboard": 8787,
+    }
 
 
 def test_the_validator_agrees_with_dask_kubernetes_and_catches_mistakes():
     schema = _crd_schema()
     operator = pytest.importorskip("dask_kubernetes.operator")
     # the operator's own generated spec passes
-    validate_daskcluster(operator.make_cluster_spec(name="x", image="ghcr.io/dask/dask:latest",
-                                                    n_workers=2), schema=schema)
+    validate_daskcluster(
+        operator.make_cluster_spec(name="x", image="ghcr.io/dask/dask:latest", n_workers=2),
+        schema=schema,
+    )
     cases = [
         (("spec", "worker", "replica"), 2, "spec.worker.replica: unknown field"),
         (("spec", "worker", "replicas"), "four", "spec.worker.replicas: expected integer"),
-        (("spec", "scheduler", "spec", "containers", 0, "args"), ["python"],
-         "no container runs 'dask scheduler'"),
-        (("spec", "scheduler", "service", "ports", 0, "targetPort"), "comm",
-         "targetPort 'comm' is not a named port"),
+        (
+            ("spec", "scheduler", "spec", "containers", 0, "args"),
+            ["python"],
+            "no container runs 'dask scheduler'",
+        ),
+        (
+            ("spec", "scheduler", "service", "ports", 0, "targetPort"),
+            "comm",
+            "targetPort 'comm' is not a named port",
+        ),
         (("kind",), "DaskJob", "kind: expected 'DaskCluster'"),
     ]
     for path, value, expected in cases:
@@ -369,18 +470,26 @@ def test_the_validator_agrees_with_dask_kubernetes_and_catches_mistakes():
     "content, expected",
     [
         ({"type": "yarn"}, "type: expected one of local, pbs, scheduler, slurm"),
-        ({"type": "local", "options": {"n_worker": 2}},
-         "options.n_worker: unknown key (did you mean 'n_workers'?)"),
+        (
+            {"type": "local", "options": {"n_worker": 2}},
+            "options.n_worker: unknown key (did you mean 'n_workers'?)",
+        ),
         ({"type": "local", "workers": 2}, "workers: unknown key"),
-        ({"type": "local", "security": {"tls_ca_file": "missing.pem"}},
-         "security.tls_ca_file: no such file"),
+        (
+            {"type": "local", "security": {"tls_ca_file": "missing.pem"}},
+            "security.tls_ca_file: no such file",
+        ),
         ({"type": "local", "security": {"tls_ca": "x"}}, "security.tls_ca: unknown key"),
         ({"type": "scheduler", "address": "localhost"}, "address: expected a scheduler address"),
-        ({"type": "slurm", "options": {"memroy": "4GiB"}},
-         "options.memroy: unknown key (did you mean 'memory'?)"),
+        (
+            {"type": "slurm", "options": {"memroy": "4GiB"}},
+            "options.memroy: unknown key (did you mean 'memory'?)",
+        ),
         ({"type": "pbs", "scale": {"jobs": 0}}, "scale.jobs: expected a positive integer"),
-        ({"type": "slurm", "scale": {"jobs": 1}, "adapt": {"maximum_jobs": 2}},
-         "either scale or adapt"),
+        (
+            {"type": "slurm", "scale": {"jobs": 1}, "adapt": {"maximum_jobs": 2}},
+            "either scale or adapt",
+        ),
     ],
 )
 def test_bad_cluster_files_are_named(tmp_path, content, expected):

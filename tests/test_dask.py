@@ -17,8 +17,15 @@ PARAMS = dict(degree=(1, 2, 3, 4, 5), cv=2, random_state=3)
 def fitted_attributes(model):
     return {
         name: getattr(model, name)
-        for name in ("mean_", "leading_vectors_", "coefficients_", "explained_variance_",
-                     "alpha_ranges_", "residual_basis_", "cv_scores_")
+        for name in (
+            "mean_",
+            "leading_vectors_",
+            "coefficients_",
+            "explained_variance_",
+            "alpha_ranges_",
+            "residual_basis_",
+            "cv_scores_",
+        )
     }
 
 
@@ -50,8 +57,16 @@ def test_numpy_block_size_does_not_matter(reference):
 def test_local_cluster_gives_the_numpy_model(reference, n_workers, cache):
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None, host="127.0.0.1") as cluster, Client(cluster):
+    with (
+        LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            host="127.0.0.1",
+        ) as cluster,
+        Client(cluster),
+    ):
         Xd = da.from_array(X, chunks=(1500, 6))
         model = PPA(residual_cache=cache, **PARAMS).fit(Xd)
         assert model.residual_cache_ == ("persist" if cache == "auto" else cache)
@@ -69,9 +84,13 @@ def test_dask_in_gives_lazy_dask_out(reference):
     J = model.jacobian(Xd[:50])
     assert all(isinstance(a, da.Array) for a in (R, Xr, J))
     assert R.chunks[0] == Xd.chunks[0] and J.shape == (50, 6, 6)
-    np.testing.assert_allclose(Xr.compute(), reference.inverse_transform(reference.transform(X)[:, :3]), atol=1e-10)
+    np.testing.assert_allclose(
+        Xr.compute(), reference.inverse_transform(reference.transform(X)[:, :3]), atol=1e-10
+    )
     np.testing.assert_allclose(J.compute(), reference.jacobian(X[:50]), atol=1e-10)
-    np.testing.assert_allclose(model.reconstruction_errors(Xd), reference.reconstruction_errors(X), rtol=1e-10)
+    np.testing.assert_allclose(
+        model.reconstruction_errors(Xd), reference.reconstruction_errors(X), rtol=1e-10
+    )
 
 
 class CountingReads:
@@ -88,8 +107,9 @@ class CountingReads:
         return block
 
 
-@pytest.mark.parametrize("cache, reads_per_block",
-                         [("persist", 2), ("checkpoint", 2), ("recompute", 6)])
+@pytest.mark.parametrize(
+    "cache, reads_per_block", [("persist", 2), ("checkpoint", 2), ("recompute", 6)]
+)
 def test_one_pass_over_the_data_per_step(cache, reads_per_block):
     counter = CountingReads()
     source = da.from_array(X, chunks=(1000, 6)).map_blocks(counter, dtype=X.dtype)
@@ -125,7 +145,8 @@ def test_checkpoints_are_on_disk_shrink_and_are_removed(reference, tmp_path, mon
     monkeypatch.setattr(_drivers, "_write_checkpoint", recorder)
     with dask.config.set(scheduler="threads"):
         model = PPA(residual_cache="checkpoint", checkpoint_dir=str(tmp_path), **PARAMS).fit(
-            da.from_array(X, chunks=(1000, 6)))
+            da.from_array(X, chunks=(1000, 6))
+        )
     assert model.residual_cache_ == "checkpoint"
     assert_same_model(model, reference)
     # one file per chunk for each of the 4 steps whose residual a later pass reads
@@ -155,7 +176,8 @@ def test_checkpoints_are_removed_when_the_fit_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(_algebra, "fit_step", failing_second_step)
     with dask.config.set(scheduler="threads"), pytest.raises(RuntimeError, match="interrupted"):
         PPA(residual_cache="checkpoint", checkpoint_dir=str(tmp_path), **PARAMS).fit(
-            da.from_array(X, chunks=(1000, 6)))
+            da.from_array(X, chunks=(1000, 6))
+        )
     assert calls["n"] == 2
     assert list(tmp_path.iterdir()) == []
 

@@ -6,7 +6,6 @@ import os
 import numpy as np
 import pytest
 
-from ppa_dask.datasets import synthetic as ds
 from ppa_dask.datasets import (
     curved_manifold_eigenvalues,
     generate_rows,
@@ -17,6 +16,7 @@ from ppa_dask.datasets import (
     rotation_matrix,
     write_zarr,
 )
+from ppa_dask.datasets import synthetic as ds
 
 G = ds._GEN_BLOCK
 
@@ -25,8 +25,11 @@ G = ds._GEN_BLOCK
 
 
 @pytest.mark.parametrize(
-    "make", [lambda rs: make_helix(300, n_features=5, random_state=rs),
-             lambda rs: make_curved_manifold(300, random_state=rs)],
+    "make",
+    [
+        lambda rs: make_helix(300, n_features=5, random_state=rs),
+        lambda rs: make_curved_manifold(300, random_state=rs),
+    ],
     ids=["helix", "curved"],
 )
 def test_same_seed_same_data_different_seed_differs(make):
@@ -49,8 +52,9 @@ def test_random_state_none_gives_fresh_data_and_generator_is_accepted():
 def test_rows_do_not_depend_on_n_samples_and_cross_block_boundary():
     n = G + 5000
     full = make_curved_manifold(n, n_features=5, random_state=11)
-    np.testing.assert_array_equal(make_curved_manifold(100, n_features=5, random_state=11),
-                                  full[:100])
+    np.testing.assert_array_equal(
+        make_curved_manifold(100, n_features=5, random_state=11), full[:100]
+    )
     part = generate_rows("curved", G - 3000, G + 2000, n_features=5, random_state=11)
     np.testing.assert_array_equal(part, full[G - 3000 : G + 2000])
     # the two generation blocks really are different streams
@@ -77,14 +81,14 @@ def test_dask_array_is_chunk_independent(kind, p):
     np.testing.assert_array_equal(a, ref)
     np.testing.assert_array_equal(big.compute(scheduler="sync"), ref)
     # column-split chunks and slicing give the same values too
-    split = generated_dask_array(kind, n, p, chunks=((30000, n - 30000), (2, p - 2)),
-                                 random_state=5)
+    split = generated_dask_array(
+        kind, n, p, chunks=((30000, n - 30000), (2, p - 2)), random_state=5
+    )
     np.testing.assert_array_equal(split[G - 10 : G + 10].compute(), ref[G - 10 : G + 10])
 
 
 def test_dask_array_none_seed_is_consistent_and_dtype():
-    x = generated_dask_array("curved", 500, 4, chunks=100, random_state=None,
-                             dtype="float32")
+    x = generated_dask_array("curved", 500, 4, chunks=100, random_state=None, dtype="float32")
     assert x.dtype == np.float32
     a, b = x.compute(), x.compute()
     assert a.dtype == np.float32
@@ -101,8 +105,11 @@ def test_dask_array_default_chunks_are_generation_aligned_and_graph_is_small():
 
 
 def test_make_demo_blocks_concatenate_to_full_array():
-    blocks = list(make_demo_blocks(2500, n_features=4, random_state=1, kind="helix",
-                                   block_rows=1000, noise=0.2))
+    blocks = list(
+        make_demo_blocks(
+            2500, n_features=4, random_state=1, kind="helix", block_rows=1000, noise=0.2
+        )
+    )
     assert [b.shape for b in blocks] == [(1000, 4), (1000, 4), (500, 4)]
     np.testing.assert_array_equal(
         np.vstack(blocks), make_helix(2500, n_features=4, noise=0.2, random_state=1)
@@ -114,20 +121,19 @@ def test_make_demo_blocks_concatenate_to_full_array():
 
 def test_noiseless_helix_lies_on_helix_3d():
     a, b, turns = 1.5, 0.5, 1.5
-    X, t = make_helix(2000, a=a, b=b, noise=0.0, n_turns=turns, random_state=0,
-                      return_t=True)
+    X, t = make_helix(2000, a=a, b=b, noise=0.0, n_turns=turns, random_state=0, return_t=True)
     np.testing.assert_allclose(X[:, 0] ** 2 + X[:, 1] ** 2, a**2, rtol=1e-12)
     np.testing.assert_allclose(X[:, 2], b * t, rtol=1e-12)
-    np.testing.assert_allclose(np.arctan2(X[:, 1], X[:, 0]) % (2 * np.pi),
-                               t % (2 * np.pi), atol=1e-9)
+    np.testing.assert_allclose(
+        np.arctan2(X[:, 1], X[:, 0]) % (2 * np.pi), t % (2 * np.pi), atol=1e-9
+    )
     assert t.min() >= 0 and t.max() < 2 * np.pi * turns
     assert t.max() > 0.95 * 2 * np.pi * turns  # t covers the whole range
 
 
 def test_noiseless_helix_in_higher_dimensions():
     a, b, p = 2.0, 0.8, 7
-    X, t = make_helix(1000, a=a, b=b, noise=0.0, n_features=p, random_state=4,
-                      return_t=True)
+    X, t = make_helix(1000, a=a, b=b, noise=0.0, n_features=p, random_state=4, return_t=True)
     assert X.shape == (1000, p)
     # the rotation preserves norms and distances
     np.testing.assert_allclose((X**2).sum(1), a**2 + (b * t) ** 2, rtol=1e-10)
@@ -137,8 +143,7 @@ def test_noiseless_helix_in_higher_dimensions():
     np.testing.assert_allclose(d2, expect, rtol=1e-9, atol=1e-12)
     # undoing the exposed rotation gives the padded helix
     Y = X @ rotation_matrix(p, random_state=4)
-    np.testing.assert_allclose(Y[:, :3], np.c_[a * np.cos(t), a * np.sin(t), b * t],
-                               atol=1e-12)
+    np.testing.assert_allclose(Y[:, :3], np.c_[a * np.cos(t), a * np.sin(t), b * t], atol=1e-12)
     np.testing.assert_allclose(Y[:, 3:], 0.0, atol=1e-12)
 
 
@@ -170,8 +175,7 @@ def test_rotation_matrix_is_a_rotation():
 
 
 def test_curved_structure_after_undoing_rotation():
-    X, u = make_curved_manifold(3000, n_features=8, noise=0.0, random_state=6,
-                                return_latent=True)
+    X, u = make_curved_manifold(3000, n_features=8, noise=0.0, random_state=6, return_latent=True)
     Y = X @ rotation_matrix(8, random_state=6)
     u1, u2, u3 = u.T
     np.testing.assert_allclose(Y[:, 0], u1, atol=1e-12)
@@ -232,8 +236,7 @@ def _siblings(d):
 def test_write_zarr_round_trip(tmp_path):
     zarr = pytest.importorskip("zarr")
     path = tmp_path / "sub" / "data.zarr"
-    out = write_zarr(path, 3000, n_features=5, chunk_rows=700, random_state=13,
-                     noise=0.1)
+    out = write_zarr(path, 3000, n_features=5, chunk_rows=700, random_state=13, noise=0.1)
     assert out == str(path.resolve())
     z = zarr.open_array(out, mode="r")
     assert z.metadata.zarr_format == 3
@@ -254,8 +257,15 @@ def test_write_zarr_round_trip(tmp_path):
 
 def test_write_zarr_helix_float32_and_recorded_random_seed(tmp_path):
     zarr = pytest.importorskip("zarr")
-    out = write_zarr(tmp_path / "h.zarr", 1000, n_features=3, kind="helix",
-                     random_state=None, dtype="float32", a=3.0)
+    out = write_zarr(
+        tmp_path / "h.zarr",
+        1000,
+        n_features=3,
+        kind="helix",
+        random_state=None,
+        dtype="float32",
+        a=3.0,
+    )
     z = zarr.open_array(out, mode="r")
     assert z.dtype == np.float32
     attrs = z.attrs["ppa_dask.datasets"]
@@ -273,8 +283,9 @@ def test_write_zarr_refuses_to_overwrite_then_overwrites(tmp_path):
     with pytest.raises(ValueError, match="already exists") as exc:
         write_zarr(path, 100, n_features=4, random_state=2)
     assert str(path) in str(exc.value)
-    np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[:],
-                                  make_curved_manifold(100, 4, random_state=1))
+    np.testing.assert_array_equal(
+        zarr.open_array(str(path), mode="r")[:], make_curved_manifold(100, 4, random_state=1)
+    )
     write_zarr(path, 200, n_features=4, random_state=2, overwrite=True)
     z = zarr.open_array(str(path), mode="r")
     assert z.shape == (200, 4)
@@ -313,23 +324,25 @@ def test_write_zarr_failing_chunk_leaves_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ds, "_chunk_from_info", flaky)
     with pytest.raises(RuntimeError, match="simulated"):
-        write_zarr(tmp_path / "x.zarr", 1000, n_features=4, chunk_rows=200,
-                   random_state=0)
+        write_zarr(tmp_path / "x.zarr", 1000, n_features=4, chunk_rows=200, random_state=0)
     assert _siblings(tmp_path) == []
 
 
 def test_write_zarr_on_distributed_client(tmp_path):
     zarr = pytest.importorskip("zarr")
     distributed = pytest.importorskip("distributed")
-    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2,
-                            dashboard_address=None) as client:
+    with distributed.Client(
+        processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None
+    ) as client:
         with distributed.get_task_stream(client) as ts:
-            out = write_zarr(tmp_path / "c.zarr", 5000, n_features=4, chunk_rows=1000,
-                             random_state=3)
+            out = write_zarr(
+                tmp_path / "c.zarr", 5000, n_features=4, chunk_rows=1000, random_state=3
+            )
     # the work really ran on the cluster: one task (at least) per chunk
     assert len(ts.data) >= 5
-    np.testing.assert_array_equal(zarr.open_array(out, mode="r")[:],
-                                  make_curved_manifold(5000, 4, random_state=3))
+    np.testing.assert_array_equal(
+        zarr.open_array(out, mode="r")[:], make_curved_manifold(5000, 4, random_state=3)
+    )
 
 
 # ----------------------------------------------------------- bad inputs ---

@@ -2,8 +2,6 @@
 
 import numpy as np
 import pytest
-from sklearn.decomposition import PCA
-
 from direct_ppa import (
     fit_direct,
     fit_direct_cv,
@@ -11,6 +9,7 @@ from direct_ppa import (
     reconstruct_direct,
     transform_direct,
 )
+from sklearn.decomposition import PCA
 
 
 def _correlated(n, d, seed):
@@ -46,8 +45,9 @@ def test_leading_vectors_degree_one_are_pca_axes():
         assert v[np.argmax(np.abs(v))] > 0
     # with degree 1 every output column is the projection on its signed ambient axis
     R = transform_direct(model, X)
-    np.testing.assert_allclose(R, (X - X.mean(axis=0)) @ axes.T, rtol=0,
-                               atol=1e-8 * np.max(np.abs(R)))
+    np.testing.assert_allclose(
+        R, (X - X.mean(axis=0)) @ axes.T, rtol=0, atol=1e-8 * np.max(np.abs(R))
+    )
 
 
 @pytest.mark.parametrize("degrees", [3, [4, 2, 1, 3]])
@@ -55,11 +55,19 @@ def test_transform_inverse_roundtrip(degrees):
     X = _correlated(800, 5, seed=2)
     X = X + 0.3 * X[:, [0]] ** 2  # some curvature so W is not zero
     model = fit_direct(X, degrees)
-    np.testing.assert_allclose(inverse_direct(model, transform_direct(model, X)), X,
-                               rtol=0, atol=1e-10 * np.max(np.abs(X)))
+    np.testing.assert_allclose(
+        inverse_direct(model, transform_direct(model, X)),
+        X,
+        rtol=0,
+        atol=1e-10 * np.max(np.abs(X)),
+    )
     Xnew = _correlated(300, 5, seed=3)
-    np.testing.assert_allclose(inverse_direct(model, transform_direct(model, Xnew)),
-                               Xnew, rtol=0, atol=1e-10 * np.max(np.abs(Xnew)))
+    np.testing.assert_allclose(
+        inverse_direct(model, transform_direct(model, Xnew)),
+        Xnew,
+        rtol=0,
+        atol=1e-10 * np.max(np.abs(Xnew)),
+    )
 
 
 def _mse(X, Xhat):
@@ -70,7 +78,7 @@ def test_reconstruction_not_worse_than_pca_on_helix():
     X = _helix(2000, seed=4)
     model = fit_direct(X, 3)
     errs = []
-    for k in range(0, 4):
+    for k in range(4):
         ppa_err = _mse(X, reconstruct_direct(model, X, k))
         if k == 0:
             pca_err = _mse(X, X.mean(axis=0))
@@ -97,5 +105,6 @@ def test_cv_picks_quadratic_on_parabola():
     assert scores[0, 0] > scores[0, 1]
     assert model["degrees"] == chosen
     # refit on all rows with the chosen degree matches fit_direct
-    np.testing.assert_allclose(transform_direct(model, X),
-                               transform_direct(fit_direct(X, chosen), X), atol=1e-12)
+    np.testing.assert_allclose(
+        transform_direct(model, X), transform_direct(fit_direct(X, chosen), X), atol=1e-12
+    )

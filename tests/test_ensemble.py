@@ -11,12 +11,12 @@ from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.tree import DecisionTreeRegressor
 
 from ppa_dask import PPA
-from ppa_dask.ensemble import bagging as ens_module
 from ppa_dask.ensemble import (
     FeatureBaggingClassifier,
     FeatureBaggingPPA,
     FeatureBaggingRegressor,
 )
+from ppa_dask.ensemble import bagging as ens_module
 
 
 def linear_data(n=120, d=10, seed=0):
@@ -40,9 +40,15 @@ def in_process_cluster():
 
     def start(n_workers):
         # worker threads in this process, every socket on the loopback interface
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=False,
-                               protocol="tcp://", host="127.0.0.1",
-                               dashboard_address="127.0.0.1:0", worker_dashboard_address=None)
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=False,
+            protocol="tcp://",
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            worker_dashboard_address=None,
+        )
         return cluster, Client(cluster, set_as_default=True)
 
     return start
@@ -56,12 +62,13 @@ def in_process_cluster():
 class TestMemberDraws:
     def test_each_member_holds_round_qd_distinct_features_and_m_distinct_rows(self):
         X, y = linear_data(n=90, d=10)
-        model = FeatureBaggingRegressor(LinearRegression(), n_estimators=25, max_features=0.35,
-                                        max_samples=0.5, random_state=4).fit(X, y)
+        model = FeatureBaggingRegressor(
+            LinearRegression(), n_estimators=25, max_features=0.35, max_samples=0.5, random_state=4
+        ).fit(X, y)
         assert model.n_features_per_member_ == 4  # round(3.5) = 4
         for features, rows in zip(model.estimators_features_, model.estimators_samples_):
             assert features.tolist() == sorted(set(features.tolist()))
-            assert len(features) == 4 and 0 <= features.min() and features.max() < 10
+            assert len(features) == 4 and features.min() >= 0 and features.max() < 10
             assert rows.tolist() == sorted(set(rows.tolist())) and len(rows) == 45
         # without replacement across members too: different members draw different subsets
         assert len({tuple(f) for f in model.estimators_features_}) > 15
@@ -69,16 +76,18 @@ class TestMemberDraws:
 
     def test_integer_max_features_and_samples_are_counts(self):
         X, y = linear_data(n=50, d=8)
-        model = FeatureBaggingRegressor(LinearRegression(), n_estimators=3, max_features=3,
-                                        max_samples=20, random_state=0).fit(X, y)
+        model = FeatureBaggingRegressor(
+            LinearRegression(), n_estimators=3, max_features=3, max_samples=20, random_state=0
+        ).fit(X, y)
         assert {len(f) for f in model.estimators_features_} == {3}
         assert {len(r) for r in model.estimators_samples_} == {20}
 
     def test_every_feature_is_drawn_equally_often(self):
         # uniform subsets: each feature is in a bag with probability q
         X, y = linear_data(n=30, d=6)
-        model = FeatureBaggingRegressor(LinearRegression(), n_estimators=3000, max_features=0.5,
-                                        random_state=1)
+        model = FeatureBaggingRegressor(
+            LinearRegression(), n_estimators=3000, max_features=0.5, random_state=1
+        )
         plan = model.bag_plan(30, 6)
         counts = np.bincount(np.concatenate([s.features for s in plan.members()]), minlength=6)
         assert np.allclose(counts / 3000, 0.5, atol=0.03)
@@ -94,13 +103,18 @@ class TestMemberDraws:
 
     def test_same_seed_same_members_other_seed_other_members(self):
         X, y = linear_data()
-        make = lambda s: FeatureBaggingRegressor(DecisionTreeRegressor(max_features=0.5),
-                                                 n_estimators=6, random_state=s).fit(X, y)
+
+        def make(s):
+            return FeatureBaggingRegressor(
+                DecisionTreeRegressor(max_features=0.5), n_estimators=6, random_state=s
+            ).fit(X, y)
+
         a, b, c = make(3), make(3), make(4)
         assert np.array_equal(a.predict(X), b.predict(X))
         assert np.array_equal(a.member_seeds_, b.member_seeds_)
-        assert not all(np.array_equal(f, g)
-                       for f, g in zip(a.estimators_features_, c.estimators_features_))
+        assert not all(
+            np.array_equal(f, g) for f, g in zip(a.estimators_features_, c.estimators_features_)
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,8 +126,9 @@ class TestAveraging:
     def test_regressor_predicts_the_mean_of_members_fitted_on_their_own_data(self):
         X, y = linear_data(n=150, d=9)
         X_test = np.random.default_rng(5).normal(size=(30, 9))
-        model = FeatureBaggingRegressor(Ridge(alpha=0.3), n_estimators=7, max_features=0.4,
-                                        max_samples=0.6, random_state=2).fit(X, y)
+        model = FeatureBaggingRegressor(
+            Ridge(alpha=0.3), n_estimators=7, max_features=0.4, max_samples=0.6, random_state=2
+        ).fit(X, y)
         expected = np.zeros(30)
         for features, rows in zip(model.estimators_features_, model.estimators_samples_):
             member = Ridge(alpha=0.3).fit(X[rows][:, features], y[rows])
@@ -122,8 +137,9 @@ class TestAveraging:
 
     def test_regressor_on_dask_input_is_lazy_and_equal(self):
         X, y = linear_data()
-        model = FeatureBaggingRegressor(LinearRegression(), n_estimators=5,
-                                        random_state=0).fit(X, y)
+        model = FeatureBaggingRegressor(LinearRegression(), n_estimators=5, random_state=0).fit(
+            X, y
+        )
         lazy = model.predict(da.from_array(X, chunks=(33, 10)))
         assert isinstance(lazy, da.Array)
         assert np.allclose(lazy.compute(), model.predict(X), rtol=1e-13)
@@ -133,14 +149,16 @@ class TestAveraging:
         X = rng.normal(size=(240, 6))
         labels = np.array(["ant", "bee", "cat"])
         y = labels[np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.5, 0.5])]
-        model = FeatureBaggingClassifier(LogisticRegression(), n_estimators=9, max_features=0.5,
-                                         max_samples=0.3, random_state=1).fit(X, y)
+        model = FeatureBaggingClassifier(
+            LogisticRegression(), n_estimators=9, max_features=0.5, max_samples=0.3, random_state=1
+        ).fit(X, y)
         assert model.classes_.tolist() == ["ant", "bee", "cat"]
         code = {c: k for k, c in enumerate(labels)}
         expected = np.zeros((240, 3))
         for features, rows in zip(model.estimators_features_, model.estimators_samples_):
-            member = LogisticRegression().fit(X[rows][:, features],
-                                              np.array([code[v] for v in y[rows]]))
+            member = LogisticRegression().fit(
+                X[rows][:, features], np.array([code[v] for v in y[rows]])
+            )
             expected[:, member.classes_] += member.predict_proba(X[:, features]) / 9
         proba = model.predict_proba(X)
         assert np.allclose(proba, expected, atol=1e-12)
@@ -150,11 +168,18 @@ class TestAveraging:
     def test_ppa_ensemble_equals_the_average_of_independently_fitted_members(self):
         X = curved_data()
         X_test = curved_data(n=200, seed=9)
-        model = FeatureBaggingPPA(PPA(degree=(1, 2, 3)), n_components=2, n_estimators=6,
-                                  max_features=0.5, max_samples=0.7, random_state=3).fit(X)
+        model = FeatureBaggingPPA(
+            PPA(degree=(1, 2, 3)),
+            n_components=2,
+            n_estimators=6,
+            max_features=0.5,
+            max_samples=0.7,
+            random_state=3,
+        ).fit(X)
         total, count = np.zeros_like(X_test), np.zeros(6)
-        for features, rows, seed in zip(model.estimators_features_, model.estimators_samples_,
-                                        model.member_seeds_):
+        for features, rows, seed in zip(
+            model.estimators_features_, model.estimators_samples_, model.member_seeds_
+        ):
             member = PPA(degree=(1, 2, 3), n_components=2, random_state=int(seed))
             member.fit(X[rows][:, features])
             rec = member.inverse_transform(member.transform(X_test[:, features]))
@@ -170,23 +195,26 @@ class TestAveraging:
 
     def test_a_feature_no_member_holds_is_its_training_mean(self):
         X = curved_data()
-        model = FeatureBaggingPPA(n_components=1, n_estimators=1, max_features=2,
-                                  random_state=0).fit(X)
+        model = FeatureBaggingPPA(
+            n_components=1, n_estimators=1, max_features=2, random_state=0
+        ).fit(X)
         uncovered = np.setdiff1d(np.arange(6), model.estimators_features_[0])
         rec = model.reconstruct(X[:5])
         assert np.allclose(rec[:, uncovered], X.mean(axis=0)[uncovered])
 
     def test_reconstruction_error_is_the_per_sample_squared_error(self):
         X = curved_data()
-        model = FeatureBaggingPPA(n_components=1, n_estimators=4, max_features=0.7,
-                                  random_state=0).fit(X)
+        model = FeatureBaggingPPA(
+            n_components=1, n_estimators=4, max_features=0.7, random_state=0
+        ).fit(X)
         error = model.reconstruction_error(X)
         assert np.allclose(error, ((X - model.reconstruct(X)) ** 2).sum(axis=1))
         assert model.score(X) == pytest.approx(-error.mean())
         assert np.allclose(model.score_samples(X), -error)
         # more components reconstruct better on the training data
-        model2 = FeatureBaggingPPA(n_components=2, n_estimators=4, max_features=0.7,
-                                   random_state=0).fit(X)
+        model2 = FeatureBaggingPPA(
+            n_components=2, n_estimators=4, max_features=0.7, random_state=0
+        ).fit(X)
         assert model2.reconstruction_error(X).mean() < error.mean()
 
 
@@ -209,23 +237,35 @@ class TestSharedScans:
         source = da.from_array(X, chunks=(200, 6)).map_blocks(_count_read, dtype=X.dtype)
         _READS["n"] = 0
         with dask.config.set(scheduler="synchronous"):
-            model = FeatureBaggingPPA(PPA(degree=(1, 2, 3)), n_components=k, n_estimators=B,
-                                      max_features=0.7, max_samples=0.8,
-                                      random_state=2).fit(source)
+            model = FeatureBaggingPPA(
+                PPA(degree=(1, 2, 3)),
+                n_components=k,
+                n_estimators=B,
+                max_features=0.7,
+                max_samples=0.8,
+                random_state=2,
+            ).fit(source)
         assert model.n_passes_ == 1 + k
         assert _READS["n"] == 6 * (1 + k)  # 6 chunks, each read once per pass, for all members
         # one member alone, fitted out of core without a kept residual, reads as much: B
         # separate fits would read B times as much
         _READS["n"] = 0
         with dask.config.set(scheduler="synchronous"):
-            PPA(degree=(1, 2, 3), n_components=k, residual_cache="recompute",
-                random_state=0).fit(source)
+            PPA(degree=(1, 2, 3), n_components=k, residual_cache="recompute", random_state=0).fit(
+                source
+            )
         assert _READS["n"] == 6 * (1 + k)
 
     def test_shared_scan_members_equal_in_memory_members(self):
         X = curved_data(n=1200)
-        params = dict(estimator=PPA(degree=(1, 2, 3, 4)), n_components=2, n_estimators=5,
-                      max_features=0.7, max_samples=0.8, random_state=2)
+        params = dict(
+            estimator=PPA(degree=(1, 2, 3, 4)),
+            n_components=2,
+            n_estimators=5,
+            max_features=0.7,
+            max_samples=0.8,
+            random_state=2,
+        )
         in_memory = FeatureBaggingPPA(**params).fit(X)
         with dask.config.set(scheduler="synchronous"):
             out_of_core = FeatureBaggingPPA(**params).fit(da.from_array(X, chunks=(250, 6)))
@@ -238,8 +278,9 @@ class TestSharedScans:
 
     def test_chunking_does_not_change_the_ensemble(self):
         X = curved_data(n=1000)
-        params = dict(n_components=1, n_estimators=4, max_features=0.5, max_samples=0.6,
-                      random_state=5)
+        params = dict(
+            n_components=1, n_estimators=4, max_features=0.5, max_samples=0.6, random_state=5
+        )
         with dask.config.set(scheduler="synchronous"):
             a = FeatureBaggingPPA(**params).fit(da.from_array(X, chunks=(1000, 6)))
             b = FeatureBaggingPPA(**params).fit(da.from_array(X, chunks=(137, 6)))
@@ -253,9 +294,13 @@ class TestSharedScans:
         with dask.config.set(scheduler="synchronous"):
             with pytest.raises(ValueError, match=r"member \d+ \(\d+ rows"):
                 # degree 9 with 2 folds needs 20 rows per fold: too few rows per member
-                FeatureBaggingPPA(PPA(degree=(1, 9)), n_components=1, n_estimators=3,
-                                  max_samples=0.5, random_state=0).fit(
-                    da.from_array(X, chunks=(10, 6)))
+                FeatureBaggingPPA(
+                    PPA(degree=(1, 9)),
+                    n_components=1,
+                    n_estimators=3,
+                    max_samples=0.5,
+                    random_state=0,
+                ).fit(da.from_array(X, chunks=(10, 6)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -265,12 +310,18 @@ class TestSharedScans:
 
 class TestFanOut:
     def test_members_are_tasks_and_the_ensemble_does_not_depend_on_workers(
-            self, in_process_cluster):
+        self, in_process_cluster
+    ):
         from distributed import get_task_stream
 
         X, y = linear_data(n=100, d=8)
-        params = dict(estimator=DecisionTreeRegressor(max_features=0.6, max_depth=4),
-                      n_estimators=8, max_features=0.5, max_samples=0.8, random_state=11)
+        params = dict(
+            estimator=DecisionTreeRegressor(max_features=0.6, max_depth=4),
+            n_estimators=8,
+            max_features=0.5,
+            max_samples=0.8,
+            random_state=11,
+        )
         reference = FeatureBaggingRegressor(**params).fit(X, y).predict(X)
         for n_workers in (1, 2):
             cluster, client = in_process_cluster(n_workers)
@@ -293,8 +344,13 @@ class TestFanOut:
 class TestStore:
     def test_an_interrupted_fit_resumes_from_the_store(self, tmp_path, monkeypatch):
         X, y = linear_data()
-        params = dict(estimator=LinearRegression(), n_estimators=10, max_features=0.5,
-                      random_state=3, store=str(tmp_path / "members"))
+        params = dict(
+            estimator=LinearRegression(),
+            n_estimators=10,
+            max_features=0.5,
+            random_state=3,
+            store=str(tmp_path / "members"),
+        )
         calls = {"n": 0}
         real = ens_module.fit_member
 
@@ -321,33 +377,42 @@ class TestStore:
         store = tmp_path / "ppa"
         FeatureBaggingPPA(n_components=1, n_estimators=3, random_state=0, store=store).fit(X)
         files = sorted(os.listdir(store))
-        assert files == ["manifest.json", "member_00000.npz", "member_00001.npz",
-                         "member_00002.npz"]
+        assert files == [
+            "manifest.json",
+            "member_00000.npz",
+            "member_00001.npz",
+            "member_00002.npz",
+        ]
         json.loads((store / "manifest.json").read_text())
         for name in files[1:]:
             with np.load(store / name, allow_pickle=False) as data:  # refuses object arrays
                 header = json.loads(str(data["__header__"]))
                 assert header["cls"] == "ppa_dask.ppa.estimator.PPA"
                 assert data["leading_vectors_"].dtype == np.float64
-        again = FeatureBaggingPPA(n_components=1, n_estimators=3, random_state=0,
-                                  store=store).fit(X)
+        again = FeatureBaggingPPA(n_components=1, n_estimators=3, random_state=0, store=store).fit(
+            X
+        )
         assert again.n_members_loaded_ == 3
 
     def test_a_store_of_another_fit_is_refused(self, tmp_path):
         X, y = linear_data()
-        FeatureBaggingRegressor(LinearRegression(), n_estimators=2, random_state=0,
-                                store=tmp_path).fit(X, y)
+        FeatureBaggingRegressor(
+            LinearRegression(), n_estimators=2, random_state=0, store=tmp_path
+        ).fit(X, y)
         with pytest.raises(ValueError, match="different fit"):
-            FeatureBaggingRegressor(LinearRegression(), n_estimators=2, random_state=1,
-                                    store=tmp_path).fit(X, y)
+            FeatureBaggingRegressor(
+                LinearRegression(), n_estimators=2, random_state=1, store=tmp_path
+            ).fit(X, y)
         with pytest.raises(ValueError, match="different fit"):
-            FeatureBaggingRegressor(LinearRegression(), n_estimators=2, random_state=0,
-                                    store=tmp_path).fit(X + 1, y)
+            FeatureBaggingRegressor(
+                LinearRegression(), n_estimators=2, random_state=0, store=tmp_path
+            ).fit(X + 1, y)
 
     def test_members_that_need_pickle_stay_in_memory(self, tmp_path):
         X, y = linear_data()
-        model = FeatureBaggingRegressor(DecisionTreeRegressor(), n_estimators=3, random_state=0,
-                                        store=tmp_path).fit(X, y)
+        model = FeatureBaggingRegressor(
+            DecisionTreeRegressor(), n_estimators=3, random_state=0, store=tmp_path
+        ).fit(X, y)
         assert os.listdir(tmp_path) == ["manifest.json"]
         assert model.predict(X).shape == (120,)
 
@@ -433,7 +498,8 @@ class TestBadInput:
 
     def test_wrong_width_at_prediction(self):
         X, y = linear_data()
-        model = FeatureBaggingRegressor(LinearRegression(), n_estimators=2,
-                                        random_state=0).fit(X, y)
+        model = FeatureBaggingRegressor(LinearRegression(), n_estimators=2, random_state=0).fit(
+            X, y
+        )
         with pytest.raises(ValueError, match="features"):
             model.predict(X[:, :5])

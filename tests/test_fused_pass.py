@@ -28,8 +28,9 @@ def _plain_basis(t, degree, lo=-np.inf, hi=np.inf, derivatives=0):
     unit = np.eye(degree + 1)
 
     def derivative(k, x):
-        return np.column_stack([chebyshev.chebval(x, chebyshev.chebder(unit[j], k))
-                                for j in range(degree + 1)])
+        return np.column_stack(
+            [chebyshev.chebval(x, chebyshev.chebder(unit[j], k)) for j in range(degree + 1)]
+        )
 
     out = [derivative(k, tc) for k in range(derivatives + 1)]
     beyond = tc != t
@@ -43,8 +44,9 @@ def _plain_basis(t, degree, lo=-np.inf, hi=np.inf, derivatives=0):
 def _plain_step(Y, step):
     """(alpha, y - e alpha - U v(t)) by numpy."""
     alpha = step.direction @ Y
-    V = _plain_basis((alpha - step.offset) / step.scale, step.coef.shape[1] - 1, step.lo,
-                     step.hi)[0]
+    V = _plain_basis((alpha - step.offset) / step.scale, step.coef.shape[1] - 1, step.lo, step.hi)[
+        0
+    ]
     return alpha, Y - np.outer(step.direction, alpha) - step.coef @ V.T
 
 
@@ -82,8 +84,14 @@ def _plain_moments(Y, start, e, offset, scale, degree, seed, n_folds):
     for fold in range(n_folds):
         rows = folds == fold if n_folds > 1 else np.ones(Y.shape[1], bool)
         z = np.sum(Y[:, rows] ** 2, axis=0) - alpha[rows] ** 2
-        out.append((V[rows].sum(axis=0), Y[:, rows] @ V[rows, : degree + 1],
-                    z.sum() if n_folds > 1 else 0.0, rows.sum()))
+        out.append(
+            (
+                V[rows].sum(axis=0),
+                Y[:, rows] @ V[rows, : degree + 1],
+                z.sum() if n_folds > 1 else 0.0,
+                rows.sum(),
+            )
+        )
     return out, t.min(), t.max()
 
 
@@ -100,7 +108,8 @@ def test_fused_pass_equals_plain_numpy(n_folds, with_step):
     original = Y.copy()
     out = np.full((f, n + 5), np.nan)
     sums, yv, zz, counts, tmin, tmax = _fused.fused_step_pass(
-        Y, 1234, step, e, 0.1, 3.0, degree, seed=9, n_folds=n_folds, out=out, out_offset=5)
+        Y, 1234, step, e, 0.1, 3.0, degree, seed=9, n_folds=n_folds, out=out, out_offset=5
+    )
     np.testing.assert_array_equal(Y, original)  # the input is only read
     expected = original if step is None else _plain_step(original, step)[1]
     np.testing.assert_allclose(out[:, 5:], expected, rtol=0, atol=1e-13)
@@ -121,8 +130,9 @@ def test_in_place_update_and_gram_from_the_product_identity():
     step = _step(rng, f, 2, lo=-np.inf, hi=np.inf)
     expected = _plain_step(Y, step)[1]
     e = np.eye(f)[0]
-    residual, moments = kernels.pass_kernel(Y, 0, None, (step,), e, 0.0, 1.0, degree, 0, 1,
-                                            keep=True, in_place=True)
+    residual, moments = kernels.pass_kernel(
+        Y, 0, None, (step,), e, 0.0, 1.0, degree, 0, 1, keep=True, in_place=True
+    )
     assert np.shares_memory(residual, Y) and residual.shape == Y.shape
     np.testing.assert_allclose(Y, expected, atol=1e-13)
     V = chebyshev.chebvander(expected[0], degree)
@@ -137,7 +147,7 @@ def test_samples_are_centred_in_the_same_sweep():
     residual, moments = kernels.pass_kernel(X, 0, mean, (), e, 0.0, 3.0, 2, 1, 2, keep=True)
     np.testing.assert_allclose(residual, (X - mean).T, atol=1e-13)
     plain, _, _ = _plain_moments((X - mean).T, 0, e, 0.0, 3.0, 2, 1, 2)
-    for fold, (_, pyv, pzz, pcount) in enumerate(plain):
+    for fold, (_, pyv, _pzz, pcount) in enumerate(plain):
         assert moments["n"][fold] == pcount
         np.testing.assert_allclose(moments["yv"][fold], pyv, rtol=1e-12, atol=1e-9)
 
@@ -153,13 +163,15 @@ def test_centred_moments_equal_numpy():
 
 def test_empty_block_gives_empty_moments():
     sums, yv, zz, counts, tmin, tmax = _fused.fused_step_pass(
-        np.zeros((3, 0)), 0, None, np.eye(3)[0], 0.0, 1.0, 2, seed=0, n_folds=2)
+        np.zeros((3, 0)), 0, None, np.eye(3)[0], 0.0, 1.0, 2, seed=0, n_folds=2
+    )
     assert counts.tolist() == [0, 0] and not sums.any() and not yv.any()
     assert (tmin, tmax) == (np.inf, -np.inf)
 
 
 def test_fold_hash_matches_the_documented_splitmix64():
     """row_hash is SplitMix64 of ``key + (i + 1) * golden`` with ``key = SplitMix64(seed)``."""
+
     def splitmix64(z):
         z &= 2**64 - 1
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
@@ -180,12 +192,14 @@ def test_change_of_frame_is_exact():
     Q = np.linalg.qr(rng.normal(size=(f, 3)))[0]
     e = np.array([0.6, 0.8, 0.0])
     Z = Q.T @ _plain_step(Y, step)[1]
-    residual, moments = kernels.pass_kernel(Y.copy(), 50, None, (step,), e, 0.0, 2.0, degree, 3,
-                                            2, keep=True, rotation=Q)
+    residual, moments = kernels.pass_kernel(
+        Y.copy(), 50, None, (step,), e, 0.0, 2.0, degree, 3, 2, keep=True, rotation=Q
+    )
     np.testing.assert_allclose(residual, Z, atol=1e-13)
     # in place: the smaller frame's residual is written over the leading rows of the input
-    inplace, moments_inplace = kernels.pass_kernel(Y, 50, None, (step,), e, 0.0, 2.0, degree, 3,
-                                                   2, keep=True, in_place=True, rotation=Q)
+    inplace, moments_inplace = kernels.pass_kernel(
+        Y, 50, None, (step,), e, 0.0, 2.0, degree, 3, 2, keep=True, in_place=True, rotation=Q
+    )
     assert np.shares_memory(inplace, Y)
     np.testing.assert_allclose(inplace, Z, atol=1e-13)
     np.testing.assert_allclose(moments_inplace["yv"], moments["yv"], rtol=1e-13)
@@ -212,8 +226,9 @@ def test_import_and_fit_without_a_writable_numba_cache():
         "model = PPA(degree=(1, 2, 3), random_state=0).fit(X)\n"
         "print(json.dumps(model.transform(X[:3]).tolist()))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr
     import json
 

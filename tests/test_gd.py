@@ -14,9 +14,9 @@ import pytest
 from conftest import noisy_helix, random_nonlinear
 
 from ppa_dask import PPA
+from ppa_dask.datasets import make_curved_manifold
 from ppa_dask.ppa import algebra as _algebra
 from ppa_dask.ppa import kernels
-from ppa_dask.datasets import make_curved_manifold
 
 
 def noisy_parabola(n=2000, noise=0.05, seed=0):
@@ -91,8 +91,10 @@ def test_objective_moments_merge_over_blocks():
     e = np.array([0.5, 0.5, 0.5, 0.5])
     whole = kernels.objective_moments(Y, e, 0.1, 2.0, 3)
     parts = kernels.combine_objective_moments(
-        [kernels.objective_moments(Y[:, a:b], e, 0.1, 2.0, 3) for a, b in [(0, 1), (1, 400),
-                                                                            (400, 1000)]]
+        [
+            kernels.objective_moments(Y[:, a:b], e, 0.1, 2.0, 3)
+            for a, b in [(0, 1), (1, 400), (400, 1000)]
+        ]
     )
     for key in ("vv", "yt", "yyt"):
         np.testing.assert_allclose(parts[key], whole[key], rtol=1e-12, atol=1e-9)
@@ -227,23 +229,34 @@ def test_gd_variances_and_errors_are_those_of_the_coefficients(gd_model_and_data
     model, X = gd_model_and_data
     R = model.transform(X)
     np.testing.assert_allclose(model.explained_variance_, R.var(axis=0, ddof=1), rtol=1e-9)
-    direct = [np.mean(np.sum((X - model.inverse_transform(R[:, :k])) ** 2, axis=1))
-              for k in range(1, model.n_components_)]
+    direct = [
+        np.mean(np.sum((X - model.inverse_transform(R[:, :k])) ** 2, axis=1))
+        for k in range(1, model.n_components_)
+    ]
     np.testing.assert_allclose(model.residual_variance_[1:], direct, rtol=1e-9)
 
 
-@pytest.mark.parametrize("cache, chunks",
-                         [("persist", (500, 6)), ("checkpoint", (1000, 6)), ("recompute", (777, 4))])
+@pytest.mark.parametrize(
+    "cache, chunks", [("persist", (500, 6)), ("checkpoint", (1000, 6)), ("recompute", (777, 4))]
+)
 def test_dask_gives_the_numpy_gd_model(gd_model_and_data, cache, chunks):
     reference, X = gd_model_and_data
-    model = PPA(degree=(1, 2, 3), leading_vector="gd", random_state=0,
-                residual_cache=cache).fit(da.from_array(X, chunks=chunks))
+    model = PPA(degree=(1, 2, 3), leading_vector="gd", random_state=0, residual_cache=cache).fit(
+        da.from_array(X, chunks=chunks)
+    )
     assert model.degrees_.tolist() == reference.degrees_.tolist()
     assert model.n_passes_ == reference.n_passes_
-    for name in ("leading_vectors_", "coefficients_", "explained_variance_",
-                 "residual_variance_", "residual_basis_", "alpha_ranges_"):
-        np.testing.assert_allclose(getattr(model, name), getattr(reference, name), atol=1e-8,
-                                   err_msg=name)
+    for name in (
+        "leading_vectors_",
+        "coefficients_",
+        "explained_variance_",
+        "residual_variance_",
+        "residual_basis_",
+        "alpha_ranges_",
+    ):
+        np.testing.assert_allclose(
+            getattr(model, name), getattr(reference, name), atol=1e-8, err_msg=name
+        )
     np.testing.assert_allclose(model.transform(X), reference.transform(X), atol=1e-8)
 
 
@@ -260,6 +273,7 @@ def test_n_passes_counts_every_objective_pass(monkeypatch):
         def wrapped(*args, **kwargs):
             calls[name] += 1
             return kernel(*args, **kwargs)
+
         return wrapped
 
     monkeypatch.setattr(kernels, "objective_pass_kernel", count("objective", objective_kernel))

@@ -12,8 +12,9 @@ from ppa_dask.geometry import axis_derivatives, frenet_from_derivatives, frenet_
 
 def _assert_rotations(frames):
     n, d, _ = frames.shape
-    np.testing.assert_allclose(frames @ np.swapaxes(frames, 1, 2),
-                               np.broadcast_to(np.eye(d), frames.shape), atol=1e-10)
+    np.testing.assert_allclose(
+        frames @ np.swapaxes(frames, 1, 2), np.broadcast_to(np.eye(d), frames.shape), atol=1e-10
+    )
     np.testing.assert_allclose(np.linalg.det(frames), 1.0, atol=1e-10)
 
 
@@ -26,19 +27,23 @@ def test_frenet_formulas_on_the_exact_helix_derivatives():
     a, b = 2.0, 0.8
     t = np.linspace(0, 6, 7)
     s, c = np.sin(t), np.cos(t)
-    D = np.stack([
-        np.column_stack([-a * s, a * c, b + 0 * t]),
-        np.column_stack([-a * c, -a * s, 0 * t]),
-        np.column_stack([a * s, -a * c, 0 * t]),
-    ], axis=2)
+    D = np.stack(
+        [
+            np.column_stack([-a * s, a * c, b + 0 * t]),
+            np.column_stack([-a * c, -a * s, 0 * t]),
+            np.column_stack([a * s, -a * c, 0 * t]),
+        ],
+        axis=2,
+    )
     frames, chi = frenet_from_derivatives(D)
     np.testing.assert_allclose(chi[:, 0], a / (a * a + b * b), rtol=1e-12)
     np.testing.assert_allclose(chi[:, 1], b / (a * a + b * b), rtol=1e-12)
     w = np.hypot(a, b)
     np.testing.assert_allclose(frames[:, 0], D[:, :, 0] / w, atol=1e-12)
     np.testing.assert_allclose(frames[:, 1], np.column_stack([-c, -s, 0 * t]), atol=1e-12)
-    np.testing.assert_allclose(frames[:, 2], np.column_stack([b * s, -b * c, a + 0 * t]) / w,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        frames[:, 2], np.column_stack([b * s, -b * c, a + 0 * t]) / w, atol=1e-12
+    )
     # a left-handed helix has negative torsion (the frame stays a rotation)
     mirrored = D * np.array([1, 1, -1])[None, :, None]
     frames_m, chi_m = frenet_from_derivatives(mirrored)
@@ -81,7 +86,8 @@ def test_taylor_polynomial_of_the_derivatives_is_the_inverse_along_the_axis(mode
         shifted[:, axis] += t
         lo, hi = model.alpha_ranges_[axis]
         inside = (lo <= np.minimum(R[:, axis], shifted[:, axis])) & (
-            np.maximum(R[:, axis], shifted[:, axis]) <= hi)
+            np.maximum(R[:, axis], shifted[:, axis]) <= hi
+        )
         taylor = x + D[:, :, 0] * t + D[:, :, 1] * t**2 / 2 + D[:, :, 2] * t**3 / 6
         exact = model.inverse_transform(shifted)
         assert inside.sum() > 20
@@ -119,8 +125,9 @@ def test_beyond_the_training_range_and_on_residual_axes_the_axis_is_straight(mod
     _assert_rotations(frames)
     frames, chi = frenet_serret(model, X[:5], axis=5)  # the last residual axis
     assert (chi == 0).all()
-    np.testing.assert_allclose(frames[:, 0], np.broadcast_to(model.residual_basis_[:, 0],
-                                                             (5, 6)), atol=1e-12)
+    np.testing.assert_allclose(
+        frames[:, 0], np.broadcast_to(model.residual_basis_[:, 0], (5, 6)), atol=1e-12
+    )
 
 
 def test_frames_are_rotations_in_six_dimensions(model6):
@@ -154,8 +161,9 @@ def test_exact_polynomial_space_curve_curvature_and_torsion():
     np.testing.assert_allclose(chi[:, 1], tau, rtol=0, atol=1e-6)
     _assert_rotations(frames)
     np.testing.assert_allclose(frames[:, 0], c1 / np.linalg.norm(c1, axis=1)[:, None], atol=1e-8)
-    np.testing.assert_allclose(frames[:, 2], cross / np.linalg.norm(cross, axis=1)[:, None],
-                               atol=1e-8)
+    np.testing.assert_allclose(
+        frames[:, 2], cross / np.linalg.norm(cross, axis=1)[:, None], atol=1e-8
+    )
 
 
 def test_plane_curve_has_signed_curvature():

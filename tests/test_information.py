@@ -60,7 +60,8 @@ def test_log_det_term_makes_the_reduction_invariant_to_rescaling():
     assert delta == pytest.approx(0.0, abs=1e-12)
     # without it, a spurious change of -mean log|det J| / (d log 2)
     assert multi_information_reduction(X, X * scale) == pytest.approx(
-        -np.log(scale).sum() / (4 * LOG2), abs=1e-12)
+        -np.log(scale).sum() / (4 * LOG2), abs=1e-12
+    )
 
 
 # ------------------------------------------------------ Gaussian closed form (PCA) ---------

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppa_dask.datasets import loaders as _loaders
 from ppa_dask import datasets as ds
+from ppa_dask.datasets import loaders as _loaders
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 UCI = SHARED / "uci"
@@ -139,7 +139,7 @@ def test_loaders_never_open_the_shared_folder(tmp_path):
 
 
 def test_paper_datasets_have_table_1_shapes(paper):
-    assert ds.PAPER_DATASETS == tuple(TABLE_1)
+    assert tuple(TABLE_1) == ds.PAPER_DATASETS
     assert ds.PAPER_SHAPES == TABLE_1
     for name, (X, y) in paper.items():
         assert X.shape == TABLE_1[name], name
@@ -206,8 +206,10 @@ def test_japanese_vowels_test_speaker_boundaries_are_where_the_voice_changes():
     feats = np.array([np.r_[f.mean(axis=0), f.std(axis=0)] for f in frames])
     speaker = np.array([b.target[b.utterance == k][0] for k in range(640)])
     mu, sd = feats[:270].mean(axis=0), feats[:270].std(axis=0)
-    pred = KNeighborsClassifier(1).fit((feats[:270] - mu) / sd, speaker[:270]).predict(
-        (feats[270:] - mu) / sd
+    pred = (
+        KNeighborsClassifier(1)
+        .fit((feats[:270] - mu) / sd, speaker[:270])
+        .predict((feats[270:] - mu) / sd)
     )
     agreement = np.mean(pred == speaker[270:])
     assert agreement > 0.9
@@ -353,8 +355,8 @@ def test_abalone_sex_encodings_agree():
 
 def _arff_rows(path):
     lines = path.read_text(encoding="latin-1").splitlines()
-    start = next(i for i, l in enumerate(lines) if l.strip().lower() == "@data") + 1
-    return [l.split(",") for l in lines[start:] if l.strip() and not l.startswith("%")]
+    start = next(i for i, line in enumerate(lines) if line.strip().lower() == "@data") + 1
+    return [line.split(",") for line in lines[start:] if line.strip() and not line.startswith("%")]
 
 
 @needs_raw
@@ -377,7 +379,7 @@ def test_regression_sets_spot_values():
     X, y = ds.load_cpu_act()
     assert X.shape == (8192, 21) and np.isfinite(X).all()
     assert X[0, 0] == 6 and X[0, 20] == 1851864 and y[0] == 90 and y[-1] == 80
-    assert 0 <= y.min() and y.max() <= 100  # usr is a percentage
+    assert y.min() >= 0 and y.max() <= 100  # usr is a percentage
     X, y = ds.load_house_8l()
     assert X.shape == (22784, 8) and np.isfinite(X).all()
     assert X[0, 0] == 7074 and y[0] == 130600 and y[-1] == 117700

@@ -9,9 +9,8 @@ from sklearn.decomposition import PCA
 from sklearn.neighbors import KNeighborsClassifier
 
 from ppa_dask import PPA
-from ppa_dask.geometry import coefficient_variances
 from ppa_dask.datasets import make_parabolas
-from ppa_dask.geometry import make_mahalanobis_knn, make_ppa_knn
+from ppa_dask.geometry import coefficient_variances, make_mahalanobis_knn, make_ppa_knn
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +36,9 @@ def test_metric_determinant_is_that_of_lambda_because_ppa_preserves_volume(curve
     M = model.metric(X[:300])
     lam = coefficient_variances(model)
     np.testing.assert_allclose(np.linalg.det(M) * np.prod(lam), 1.0, rtol=1e-8)
-    np.testing.assert_allclose(np.linalg.det(model.metric(X[:300], whitened=False)), 1.0,
-                               rtol=1e-8)
+    np.testing.assert_allclose(
+        np.linalg.det(model.metric(X[:300], whitened=False)), 1.0, rtol=1e-8
+    )
 
 
 def test_metric_is_the_local_squared_distance_after_whitened_ppa(curved_model):
@@ -51,7 +51,9 @@ def test_metric_is_the_local_squared_distance_after_whitened_ppa(curved_model):
     u = rng.normal(size=x.shape)
     u /= np.linalg.norm(u, axis=1, keepdims=True)
     h = 1e-5
-    d2 = ((white.transform(x + h * u) - white.transform(x - h * u)) ** 2).sum(axis=1) / (2 * h) ** 2
+    d2 = ((white.transform(x + h * u) - white.transform(x - h * u)) ** 2).sum(axis=1) / (
+        2 * h
+    ) ** 2
     expected = np.einsum("ni,nij,nj->n", u, model.metric(x), u)
     np.testing.assert_allclose(d2, expected, rtol=1e-5)
 
@@ -59,8 +61,9 @@ def test_metric_is_the_local_squared_distance_after_whitened_ppa(curved_model):
 def test_unwhitened_metric_is_jacobian_gram(curved_model):
     model, X = curved_model
     J = model.jacobian(X[:20])
-    np.testing.assert_allclose(model.metric(X[:20], whitened=False),
-                               np.einsum("nki,nkj->nij", J, J), atol=1e-12)
+    np.testing.assert_allclose(
+        model.metric(X[:20], whitened=False), np.einsum("nki,nkj->nij", J, J), atol=1e-12
+    )
 
 
 # ---------------------------------------------------------- degree 1 is Mahalanobis -------

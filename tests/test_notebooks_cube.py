@@ -31,7 +31,7 @@ def test_notebook_results_hold(executed):
     nb, _ = executed
     text = "".join(o.get("text", "") for o in _outputs(nb) if o.output_type == "stream")
     (line,) = [ln for ln in text.splitlines() if ln.startswith("SUMMARY ")]
-    summary = json.loads(line[len("SUMMARY "):])
+    summary = json.loads(line[len("SUMMARY ") :])
     assert summary["lazy_components"] and summary["reloaded_identical"]
     assert summary["mask_kept"] and summary["round_trip_error"] < 1e-5
     for ppa, pca in zip(summary["ppa_errors"], summary["pca_errors"]):

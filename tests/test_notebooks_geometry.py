@@ -10,8 +10,7 @@ import pytest
 from notebook_runner import execute_notebook
 from notebook_runner import outputs as _outputs
 
-SMALL = ("N_SAMPLES = 1500\nDEGREES = range(1, 16)\nNOISE = 0.1\nMAGIC_ROWS = 3000\n"
-         "SEED = 0\n")
+SMALL = "N_SAMPLES = 1500\nDEGREES = range(1, 16)\nNOISE = 0.1\nMAGIC_ROWS = 3000\nSEED = 0\n"
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +31,7 @@ def test_notebook_geometry_matches_theory(executed):
     nb, _ = executed
     text = "".join(o.get("text", "") for o in _outputs(nb) if o.output_type == "stream")
     (line,) = [ln for ln in text.splitlines() if ln.startswith("SUMMARY ")]
-    summary = json.loads(line[len("SUMMARY "):])
+    summary = json.loads(line[len("SUMMARY ") :])
     assert abs(summary["kappa_relative_error"]) < 0.10  # helix, noise 0.1
     assert abs(summary["tau_relative_error"]) < 0.30
     assert abs(summary["chi1_4d_relative_error"]) < 0.05

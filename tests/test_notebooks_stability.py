@@ -29,7 +29,7 @@ def test_notebook_claims_hold(executed):
     nb, _ = executed
     text = "".join(o.get("text", "") for o in _outputs(nb) if o.output_type == "stream")
     (line,) = [ln for ln in text.splitlines() if ln.startswith("SUMMARY ")]
-    summary = json.loads(line[len("SUMMARY "):])
+    summary = json.loads(line[len("SUMMARY ") :])
     assert summary["closed_form_agrees"] and summary["fi_increases_with_q"]
     by_B = summary["fi_by_B"]
     assert abs(by_B["64"] - summary["oob"]) < abs(by_B["1"] - summary["oob"])

@@ -34,7 +34,7 @@ def test_notebook_results_hold(executed):
     nb, _ = executed
     text = "".join(o.get("text", "") for o in _outputs(nb) if o.output_type == "stream")
     (line,) = [ln for ln in text.splitlines() if ln.startswith("SUMMARY ")]
-    summary = json.loads(line[len("SUMMARY "):])
+    summary = json.loads(line[len("SUMMARY ") :])
     assert set(summary["f1"]) == {"NB", "SVM", "SVM-VSK", "SVM-E"}
     assert all(0.9 <= v <= 1.0 for v in summary["f1"].values())
     assert summary["expressive"] and summary["better_conditioned"] and summary["sweep_expressive"]

@@ -33,8 +33,8 @@ import paper_metric_knn as knn  # noqa: E402
 import paper_multi_information as mi  # noqa: E402
 import paper_principal_surfaces as surfaces  # noqa: E402
 
-from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES  # noqa: E402
 from ppa_dask.app.experiments import fit_method, paper_split, task_seed  # noqa: E402
+from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -76,13 +76,17 @@ def reduction(tmp_path_factory):
 
 def test_reduction_writes_tables_1_2_and_fig8(reduction):
     _, out = reduction
-    _assert_outputs(out, ["table1_datasets", "relative_mse", "table2_fit_times"],
-                    ["fig8_relative_mse_train.png", "fig8_relative_mse_test.png"])
+    _assert_outputs(
+        out,
+        ["table1_datasets", "relative_mse", "table2_fit_times"],
+        ["fig8_relative_mse_train.png", "fig8_relative_mse_test.png"],
+    )
     table1 = common.read_csv(out / "table1_datasets.csv")
-    assert [(int(r["n"]), int(r["d"])) for r in table1] == [PAPER_SHAPES[n] for n in
-                                                             PAPER_DATASETS]
+    assert [(int(r["n"]), int(r["d"])) for r in table1] == [
+        PAPER_SHAPES[n] for n in PAPER_DATASETS
+    ]
     for row in common.read_csv(out / "table2_fit_times.csv"):
-        assert 0 < float(row["pca"]) and 0 < float(row["ppa"]) and 0 < float(row["ppa_gd"])
+        assert float(row["pca"]) > 0 and float(row["ppa"]) > 0 and float(row["ppa_gd"]) > 0
         # PPA-GD's descent costs passes beyond PPA's one per step
         assert float(row["gd_passes"]) > float(row["ppa_passes"])
 
@@ -122,13 +126,16 @@ def test_pca_baseline_matches_covariance_eigenvalues(reduction):
         np.testing.assert_allclose(res["pca"]["train_mse"], trailing, rtol=1e-8, atol=1e-12)
 
 
-@pytest.mark.parametrize("module, argv, named", [
-    (dr, ["--datasets", "magic_gamma,iris"], "iris"),
-    (mi, ["--gd-max-iter", "-1"], "--gd-max-iter"),
-    (knn, ["--ks", "0,3"], "k >= 1"),
-    (helix, ["--workers", "-2"], "--workers"),
-    (surfaces, ["--dataset", "iris"], "iris"),
-])
+@pytest.mark.parametrize(
+    "module, argv, named",
+    [
+        (dr, ["--datasets", "magic_gamma,iris"], "iris"),
+        (mi, ["--gd-max-iter", "-1"], "--gd-max-iter"),
+        (knn, ["--ks", "0,3"], "k >= 1"),
+        (helix, ["--workers", "-2"], "--workers"),
+        (surfaces, ["--dataset", "iris"], "iris"),
+    ],
+)
 def test_bad_settings_are_refused_before_anything_runs(module, argv, named, tmp_path, capsys):
     with pytest.raises(SystemExit):
         module.main([*argv, "--output", str(tmp_path)])
@@ -157,8 +164,11 @@ def information(tmp_path_factory):
 
 def test_multi_information_table3(information):
     result, out = information
-    _assert_outputs(out, ["table3_multi_information", "multi_information_all"],
-                    ["table3_multi_information.png"])
+    _assert_outputs(
+        out,
+        ["table3_multi_information", "multi_information_all"],
+        ["table3_multi_information.png"],
+    )
     rows = common.read_csv(out / "table3_multi_information.csv")
     assert len(rows) == 6
     for row in rows:
@@ -183,8 +193,11 @@ def helices(tmp_path_factory):
 
 def test_helix_curvature_and_torsion_near_theory_at_low_noise(helices):
     result, out = helices
-    _assert_outputs(out, ["helix3d_curvatures", "helix4d_curvatures", "helix4d_summary"],
-                    ["fig5_helix_frames.png", "fig6_helix4d_curvatures.png"])
+    _assert_outputs(
+        out,
+        ["helix3d_curvatures", "helix4d_curvatures", "helix4d_summary"],
+        ["fig5_helix_frames.png", "fig6_helix4d_curvatures.png"],
+    )
     rows = {row["noise"]: row for row in result["helix3d"]}
     low = rows[0.1]
     assert abs(low["kappa_relative_error"]) < 0.10
@@ -197,8 +210,11 @@ def test_helix_curvature_and_torsion_near_theory_at_low_noise(helices):
 
 def test_rotated_4d_helix_has_vanishing_third_curvature(helices):
     result, _ = helices
-    rows = [r for r in result["helix4d"] if r["relative_noise"] == helix.RELATIVE_NOISE_4D[0]
-            and not r["folds"]]
+    rows = [
+        r
+        for r in result["helix4d"]
+        if r["relative_noise"] == helix.RELATIVE_NOISE_4D[0] and not r["folds"]
+    ]
     assert rows
     for r in rows:
         assert abs(r["chi1"] / r["chi1_theory"] - 1) < 0.05
@@ -207,8 +223,9 @@ def test_rotated_4d_helix_has_vanishing_third_curvature(helices):
 
 def test_helix_results_do_not_depend_on_the_workers(helices, tmp_path):
     _, out = helices
-    result = helix.main(["--quick", "--workers", "1", "--n-helices-4d", "1",
-                         "--output", str(tmp_path)])
+    result = helix.main(
+        ["--quick", "--workers", "1", "--n-helices-4d", "1", "--output", str(tmp_path)]
+    )
     in_process = common.read_csv(out / "helix3d_draws.csv")
     assert common.read_csv(tmp_path / "helix3d_draws.csv") == in_process
     assert result["helix4d"][0] == next(r for r in helices[0]["helix4d"] if r["helix"] == 0)
@@ -226,9 +243,11 @@ def neighbours(tmp_path_factory):
 
 def test_ppa_metric_knn_ahead_with_few_training_points(neighbours):
     result, out = neighbours
-    _assert_outputs(out, ["knn_accuracy", "knn_by_training_size"],
-                    ["fig4_knn_accuracy.png", "fig4_knn_training_size.png",
-                     "fig3_ppa_metric.png"])
+    _assert_outputs(
+        out,
+        ["knn_accuracy", "knn_by_training_size"],
+        ["fig4_knn_accuracy.png", "fig4_knn_training_size.png", "fig3_ppa_metric.png"],
+    )
     rows = common.read_csv(out / "knn_by_training_size.csv")
     for row in rows:
         assert 0.5 <= float(row["ppa"]) <= 1.0

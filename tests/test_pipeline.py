@@ -56,8 +56,12 @@ def _run(config, out, **kwargs):
 
 
 def _base(name="t", **data):
-    return {"name": name, "data": data or {"source": "dataset", "name": "vehicles"},
-            "model": {"degree": [1, 2, 3], "cv": 2}, "plots": {"components": 2, "dpi": 30}}
+    return {
+        "name": name,
+        "data": data or {"source": "dataset", "name": "vehicles"},
+        "model": {"degree": [1, 2, 3], "cv": 2},
+        "plots": {"components": 2, "dpi": 30},
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,9 +92,12 @@ def _with(path, value):
         ("model.degree", [1, "two"], "model.degree: expected an integer >= 1 or a non-empty"),
         ("model.degrees", 3, "model.degrees: unknown key (did you mean 'degree'?)"),
         ("model.cv", 1, "model.cv: expected an integer >= 2, got 1"),
-        ("model.residual_cache", "disk",
-         "model.residual_cache: expected one of 'auto', 'persist', 'checkpoint', 'recompute', "
-         "got 'disk'"),
+        (
+            "model.residual_cache",
+            "disk",
+            "model.residual_cache: expected one of 'auto', 'persist', 'checkpoint', 'recompute', "
+            "got 'disk'",
+        ),
         ("models", {}, "models: unknown key (did you mean 'model'?)"),
         ("data", KeyError, "data: required; expected a mapping with a 'source' key"),
         ("data.source", "parquet", "data.source: expected one of 'zarr', 'xarray', 'dataset'"),
@@ -98,9 +105,12 @@ def _with(path, value):
         ("data.name", "vehicle", "(did you mean 'vehicles'?)"),
         ("data.path", "x.zarr", "data.path: unknown key"),
         ("preprocess.scale", "zscore", "preprocess.scale: expected one of 'minmax', 'none'"),
-        ("preprocess.mask.valid_range", [1, 0],
-         "preprocess.mask.valid_range: expected null or a list [low, high] of two numbers with "
-         "low < high, got [1, 0]"),
+        (
+            "preprocess.mask.valid_range",
+            [1, 0],
+            "preprocess.mask.valid_range: expected null or a list [low, high] of two numbers with "
+            "low < high, got [1, 0]",
+        ),
         ("preprocess.mask.nonfinite", "keep", "preprocess.mask.nonfinite: expected one of"),
         ("preprocess.test_fraction", 1.5, "preprocess.test_fraction: expected a number in [0, 1)"),
         ("transform.components", 0, "transform.components: expected an integer >= 1 or null"),
@@ -124,28 +134,45 @@ def test_validation_of_source_specific_keys(tmp_path):
     cases = [
         ({"source": "zarr", "path": missing}, f"data.path: no such file or folder {missing!r}"),
         ({"source": "zarr"}, "data.path: required; expected a Zarr path or URL"),
-        ({"source": "xarray", "path": str(tmp_path)},
-         "data.feature_dim: required; expected the name of the feature dimension"),
-        ({"source": "make_cube", "params": {"n_band": 8}},
-         "data.params.n_band: unknown parameter of make_cube (did you mean 'n_bands'?)"),
-        ({"source": "generated", "n_samples": 10, "n_features": 4,
-          "params": {"random_state": 3}},
-         "data.params.random_state: not allowed here; set seed instead"),
-        ({"source": "generated", "n_samples": 0, "n_features": 4},
-         "data.n_samples: expected an integer >= 1, got 0"),
+        (
+            {"source": "xarray", "path": str(tmp_path)},
+            "data.feature_dim: required; expected the name of the feature dimension",
+        ),
+        (
+            {"source": "make_cube", "params": {"n_band": 8}},
+            "data.params.n_band: unknown parameter of make_cube (did you mean 'n_bands'?)",
+        ),
+        (
+            {
+                "source": "generated",
+                "n_samples": 10,
+                "n_features": 4,
+                "params": {"random_state": 3},
+            },
+            "data.params.random_state: not allowed here; set seed instead",
+        ),
+        (
+            {"source": "generated", "n_samples": 0, "n_features": 4},
+            "data.n_samples: expected an integer >= 1, got 0",
+        ),
     ]
     for data, expected in cases:
         with pytest.raises(PipelineError) as info:
             validate_pipeline({"name": "x", "data": data})
         assert expected in str(info.value), data
     with pytest.raises(PipelineError, match="preprocess.test_fraction: expected 0 for a cube"):
-        validate_pipeline({"name": "x", "data": {"source": "make_cube"},
-                           "preprocess": {"test_fraction": 0.5}})
+        validate_pipeline(
+            {"name": "x", "data": {"source": "make_cube"}, "preprocess": {"test_fraction": 0.5}}
+        )
 
 
 def test_every_error_is_reported_at_once():
-    bad = {"name": "x", "data": {"source": "dataset", "name": "vehicles"},
-           "model": {"cv": 0, "degree": -1}, "plots": {"dpi": 1}}
+    bad = {
+        "name": "x",
+        "data": {"source": "dataset", "name": "vehicles"},
+        "model": {"cv": 0, "degree": -1},
+        "plots": {"dpi": 1},
+    }
     message = str(pytest.raises(PipelineError, validate_pipeline, bad).value)
     assert "and 2 more" in message
     for key in ("model.cv", "model.degree", "plots.dpi"):
@@ -183,8 +210,9 @@ def test_bundled_pipelines_are_valid():
 def test_demo_pipeline_is_the_cli_cube_demo():
     from ppa_dask.app.cli import cube_demo_config
 
-    assert load_pipeline(os.path.join(PIPELINES, "demo.yaml")) == cube_demo_config(
-        seed=0) | {"output": "runs/demo-cube"}
+    assert load_pipeline(os.path.join(PIPELINES, "demo.yaml")) == cube_demo_config(seed=0) | {
+        "output": "runs/demo-cube"
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,8 +252,11 @@ def test_stage_outputs_match_independent_computations(gappy_store, tmp_path):
     samples = store.open_array(str(run / STAGE_DIRS["preprocess"] / "samples.zarr")).compute()
     np.testing.assert_allclose(samples, expected, rtol=0, atol=1e-12)
     meta = json.loads((run / STAGE_DIRS["preprocess"] / "preprocess.json").read_text())
-    assert meta["n_masked"] == int((~valid).sum()) == 70 - int(
-        (np.isnan(X[:, 1]) & (X[:, 3] == -9999)).sum())
+    assert (
+        meta["n_masked"]
+        == int((~valid).sum())
+        == 70 - int((np.isnan(X[:, 1]) & (X[:, 3] == -9999)).sum())
+    )
 
     # transform: the components are the saved model applied to the samples
     model = store.load_model(str(run / STAGE_DIRS["fit"] / "model.zarr"))
@@ -236,8 +267,9 @@ def test_stage_outputs_match_independent_computations(gappy_store, tmp_path):
     table = json.loads((run / STAGE_DIRS["evaluate"] / "reconstruction_error.json").read_text())
     train = table["train"]
     pca = PCA().fit(samples)
-    tails = [pca.explained_variance_[k:].sum() * (len(samples) - 1) / len(samples)
-             for k in train["k"]]
+    tails = [
+        pca.explained_variance_[k:].sum() * (len(samples) - 1) / len(samples) for k in train["k"]
+    ]
     np.testing.assert_allclose(train["pca_mse"], tails, rtol=1e-9)
     assert all(p <= c * (1 + 1e-9) for p, c in zip(train["ppa_mse"], train["pca_mse"]))
     assert (run / STAGE_DIRS["plots"] / "components.png").stat().st_size > 1000
@@ -273,7 +305,8 @@ def test_test_errors_out_of_core_agree_with_scikit_learn():
     T = rng.normal(size=(3000, 5)) @ rng.normal(size=(5, 5)) + 0.5
     in_memory, _, _ = pca_reconstruction_errors(X, X_eval=T)
     dask_way, _, method = pca_reconstruction_errors(
-        da.from_array(X, chunks=1000), in_memory_bytes=0, X_eval=da.from_array(T, chunks=700))
+        da.from_array(X, chunks=1000), in_memory_bytes=0, X_eval=da.from_array(T, chunks=700)
+    )
     assert "covariance computed with Dask" in method
     np.testing.assert_allclose(dask_way, in_memory, rtol=1e-9)
 
@@ -283,7 +316,8 @@ def test_held_out_evaluation(tmp_path):
     config["preprocess"] = {"test_fraction": 0.4}
     _run(config, tmp_path / "run")
     table = json.loads(
-        (tmp_path / "run" / STAGE_DIRS["evaluate"] / "reconstruction_error.json").read_text())
+        (tmp_path / "run" / STAGE_DIRS["evaluate"] / "reconstruction_error.json").read_text()
+    )
     assert table["train"]["n_samples"] + table["test"]["n_samples"] == 4000
     assert abs(table["test"]["n_samples"] / 4000 - 0.4) < 0.03
     # the curved manifold: PPA's first curved component also reconstructs unseen samples
@@ -348,10 +382,17 @@ def test_rerun_skips_complete_stages_and_reruns_what_changed(gappy_store, tmp_pa
 
 def _pipeline_file(tmp_path, name, out):
     config = {
-        "name": name, "output": str(out), "seed": 3,
+        "name": name,
+        "output": str(out),
+        "seed": 3,
         # large enough that the fit's passes take a while: the kill lands in the middle of it
-        "data": {"source": "generated", "kind": "curved", "n_samples": 100_000,
-                 "n_features": 10, "chunk_rows": 20_000},
+        "data": {
+            "source": "generated",
+            "kind": "curved",
+            "n_samples": 100_000,
+            "n_features": 10,
+            "chunk_rows": 20_000,
+        },
         "model": {"degree": [1, 2, 3], "cv": 2},
         "transform": {"components": 4},
         "plots": {"components": 2, "dpi": 30},
@@ -368,10 +409,10 @@ def test_killed_run_resumes_with_identical_output(tmp_path):
     clean_file = _pipeline_file(tmp_path, "clean", clean_out)
 
     # a batch job killed without warning (SIGKILL: no clean-up code runs) during the fit
-    command = [sys.executable, "-m", "ppa_dask", "run", str(killed_file),
-               "--scheduler", "threads"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env, cwd=tmp_path)
+    command = [sys.executable, "-m", "ppa_dask", "run", str(killed_file), "--scheduler", "threads"]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
+    )
     seen = []
     try:
         for line in proc.stdout:
@@ -403,7 +444,9 @@ def test_killed_run_resumes_with_identical_output(tmp_path):
     info_a = store.model_info(str(killed_out / STAGE_DIRS["fit"] / "model.zarr"))
     info_b = store.model_info(str(clean_out / STAGE_DIRS["fit"] / "model.zarr"))
     assert {k: v["sha256"] for k, v in info_a["arrays"].items()} == {
-        k: v["sha256"] for k, v in info_b["arrays"].items()}
+        k: v["sha256"] for k, v in info_b["arrays"].items()
+    }
     for name in ("reconstruction_error.csv", "reconstruction_error.json"):
-        assert ((killed_out / STAGE_DIRS["evaluate"] / name).read_bytes()
-                == (clean_out / STAGE_DIRS["evaluate"] / name).read_bytes())
+        assert (killed_out / STAGE_DIRS["evaluate"] / name).read_bytes() == (
+            clean_out / STAGE_DIRS["evaluate"] / name
+        ).read_bytes()

@@ -14,12 +14,14 @@ def helix_model():
     return PPA(degree=range(1, 10), cv=2, random_state=0).fit(X), X
 
 
-def test_principal_surface_png_and_plotted_points_are_the_inverse_of_the_grid(helix_model,
-                                                                              tmp_path):
+def test_principal_surface_png_and_plotted_points_are_the_inverse_of_the_grid(
+    helix_model, tmp_path
+):
     model, X = helix_model
     path = tmp_path / "surface.png"
-    grid = principal_grids(model, X, dims=(0, 1), n_lines=5, n_points=50, input_dims=(0, 2),
-                           path=path)
+    grid = principal_grids(
+        model, X, dims=(0, 1), n_lines=5, n_points=50, input_dims=(0, 2), path=path
+    )
     data = path.read_bytes()
     assert len(data) > 1000 and data[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -54,8 +56,9 @@ def test_grid_spans_the_central_range_of_the_coefficients(helix_model):
     model, X = helix_model
     grid = principal_grids(model, X, dims=(0,), n_lines=4, quantiles=(0.05, 0.95))
     R = model.transform(X)
-    np.testing.assert_allclose(grid.curve_coefficients[[0, -1], 0],
-                               np.quantile(R[:, 0], [0.05, 0.95]))
+    np.testing.assert_allclose(
+        grid.curve_coefficients[[0, -1], 0], np.quantile(R[:, 0], [0.05, 0.95])
+    )
     assert grid.lines == []
 
 
@@ -63,8 +66,16 @@ def test_principal_volume_in_3d_and_whitened_models(tmp_path):
     X = random_nonlinear(n=1500, d=5, seed=3)
     model = PPA(degree=3, whiten=True, random_state=0).fit(X)
     path = tmp_path / "volume.png"
-    grid = principal_grids(model, X, dims=(0, 1, 2), n_lines=3, n_points=20,
-                           input_dims=(0, 1, 2), path=path, max_scatter=500)
+    grid = principal_grids(
+        model,
+        X,
+        dims=(0, 1, 2),
+        n_lines=3,
+        n_points=20,
+        input_dims=(0, 1, 2),
+        path=path,
+        max_scatter=500,
+    )
     assert path.stat().st_size > 1000
     assert len(grid.lines) == 3 * 3 * 3
     assert grid.curve_coefficients.shape == (20, 1)

@@ -49,7 +49,9 @@ def test_reconstruction_error_never_exceeds_pca(X, degree):
     P = pca.transform(X)
     for k in range(1, X.shape[1]):
         ppa_err = np.mean(np.sum((X - model.inverse_transform(R[:, :k])) ** 2, axis=1))
-        pca_rec = pca.inverse_transform(np.column_stack([P[:, :k], np.zeros((len(X), X.shape[1] - k))]))
+        pca_rec = pca.inverse_transform(
+            np.column_stack([P[:, :k], np.zeros((len(X), X.shape[1] - k))])
+        )
         pca_err = np.mean(np.sum((X - pca_rec) ** 2, axis=1))
         assert ppa_err <= pca_err * (1 + 1e-12), (k, ppa_err, pca_err)
 
@@ -75,7 +77,9 @@ def test_truncated_error_is_the_residual_left_after_k_steps(X):
 
 def test_explained_variance_is_the_variance_of_each_coefficient(X):
     model = PPA(degree=4).fit(X)
-    np.testing.assert_allclose(model.explained_variance_, model.transform(X).var(axis=0, ddof=1), rtol=1e-9)
+    np.testing.assert_allclose(
+        model.explained_variance_, model.transform(X).var(axis=0, ddof=1), rtol=1e-9
+    )
 
 
 # --- invertibility ---------------------------------------------------------------------------
@@ -87,7 +91,9 @@ def test_inverse_is_exact(X, whiten):
     rng = np.random.default_rng(5)
     new = X[rng.choice(len(X), 300)] + 0.1 * rng.normal(size=(300, X.shape[1]))
     for points in (X, new):
-        np.testing.assert_allclose(model.inverse_transform(model.transform(points)), points, atol=1e-10)
+        np.testing.assert_allclose(
+            model.inverse_transform(model.transform(points)), points, atol=1e-10
+        )
 
 
 def test_whitened_coefficients_have_unit_variance(X):
@@ -112,7 +118,9 @@ def _central_differences(model, x, h=1e-6):
     for j in range(d):
         step = np.zeros(d)
         step[j] = h
-        J[:, j] = (model.transform((x + step)[None])[0] - model.transform((x - step)[None])[0]) / (2 * h)
+        J[:, j] = (model.transform((x + step)[None])[0] - model.transform((x - step)[None])[0]) / (
+            2 * h
+        )
     return J
 
 
@@ -153,8 +161,11 @@ def test_jacobian_of_partial_fit_is_volume_preserving(X):
     # its first row is the gradient of the one output coefficient
     x = X[3]
     h = 1e-6
-    grad = [(model.transform((x + h * e)[None])[0, 0] - model.transform((x - h * e)[None])[0, 0]) / (2 * h)
-            for e in np.eye(X.shape[1])]
+    grad = [
+        (model.transform((x + h * e)[None])[0, 0] - model.transform((x - h * e)[None])[0, 0])
+        / (2 * h)
+        for e in np.eye(X.shape[1])
+    ]
     np.testing.assert_allclose(J[3, 0], grad, atol=1e-6)
 
 

@@ -38,11 +38,22 @@ def assert_outputs(folder, pngs):
 
 def test_linear_model_closed_form_equals_refit_and_bagging_flattens_the_peak(tmp_path):
     out = str(tmp_path / "linear")
-    args = ["--small", "--n-samples", "12", "--replicates", "1", "--refit-max-B", "1",
-            "--workers", "0", "--quiet", "--output", out]
+    args = [
+        "--small",
+        "--n-samples",
+        "12",
+        "--replicates",
+        "1",
+        "--refit-max-B",
+        "1",
+        "--workers",
+        "0",
+        "--quiet",
+        "--output",
+        out,
+    ]
     checks = load("stability_linear").main(args)
-    assert_outputs(out, ["double_descent.png", "bagging.png", "rounds.png",
-                         "closed_vs_refit.png"])
+    assert_outputs(out, ["double_descent.png", "bagging.png", "rounds.png", "closed_vs_refit.png"])
     assert checks["n_compared"] > 15 and checks["max_rel_diff_closed_vs_refit"] < 1e-8
     # B = 1: the peak sits at a grid neighbour of the interpolation threshold q = p / gamma
     assert checks["peak_q_II_p1.0"] in (0.4, 0.6) and checks["peak_q_FI_p1.0"] in (0.4, 0.6)
@@ -59,8 +70,23 @@ def test_linear_model_closed_form_equals_refit_and_bagging_flattens_the_peak(tmp
 def test_random_forward_selection_bagging_beats_greedy_on_a_cluster(tmp_path):
     out = str(tmp_path / "rfs")
     result = load("stability_forward_selection").main(
-        ["--small", "--n-samples", "80", "--n-features", "12", "--max-steps", "3",
-         "--rounds", "20", "--workers", "2", "--quiet", "--output", out])
+        [
+            "--small",
+            "--n-samples",
+            "80",
+            "--n-features",
+            "12",
+            "--max-steps",
+            "3",
+            "--rounds",
+            "20",
+            "--workers",
+            "2",
+            "--quiet",
+            "--output",
+            out,
+        ]
+    )
     assert_outputs(out, ["forward_selection.png"])
     rows = read(os.path.join(out, "results.csv"))
     greedy = {int(r["T"]): number(r["FI"]) for r in rows if number(r["q"]) == 1.0}
@@ -72,9 +98,27 @@ def test_random_forward_selection_bagging_beats_greedy_on_a_cluster(tmp_path):
 def test_generalization_gap_study_reports_r2_and_information(tmp_path):
     out = str(tmp_path / "gap")
     result = load("stability_generalization").main(
-        ["--small", "--datasets", "marsadd", "--estimators", "dt", "--n-train", "120",
-         "--n-test", "100", "--ii-instances", "4", "--max-depth", "4", "--workers", "0",
-         "--quiet", "--output", out])
+        [
+            "--small",
+            "--datasets",
+            "marsadd",
+            "--estimators",
+            "dt",
+            "--n-train",
+            "120",
+            "--n-test",
+            "100",
+            "--ii-instances",
+            "4",
+            "--max-depth",
+            "4",
+            "--workers",
+            "0",
+            "--quiet",
+            "--output",
+            out,
+        ]
+    )
     assert_outputs(out, ["gap_vs_instability.png"])
     rows = read(os.path.join(out, "results.csv"))
     assert len(rows) == 2 * 3  # max_features {0.3, 1.0} x depths {1, 2, 4}
@@ -94,9 +138,27 @@ def test_generalization_gap_study_reports_r2_and_information(tmp_path):
     os.remove(os.path.join(parts, kept[0]))
     before = {r["_key"]: r for r in result["rows"]}
     again = load("stability_generalization").main(
-        ["--small", "--datasets", "marsadd", "--estimators", "dt", "--n-train", "120",
-         "--n-test", "100", "--ii-instances", "4", "--max-depth", "4", "--workers", "0",
-         "--quiet", "--output", out])
+        [
+            "--small",
+            "--datasets",
+            "marsadd",
+            "--estimators",
+            "dt",
+            "--n-train",
+            "120",
+            "--n-test",
+            "100",
+            "--ii-instances",
+            "4",
+            "--max-depth",
+            "4",
+            "--workers",
+            "0",
+            "--quiet",
+            "--output",
+            out,
+        ]
+    )
     assert sorted(os.listdir(parts)) == kept
     for r in again["rows"]:
         assert r["FI"] == before[r["_key"]]["FI"] and r["II"] == before[r["_key"]]["II"]
@@ -104,9 +166,25 @@ def test_generalization_gap_study_reports_r2_and_information(tmp_path):
 
 def test_ppa_ensemble_fi_falls_with_more_members(tmp_path):
     out = str(tmp_path / "ppa")
-    load("stability_ppa").main(["--datasets", "diabetes", "--n-samples", "150", "--ratios", "0.5",
-                                "0.75", "--members", "1", "12", "--workers", "0", "--quiet",
-                                "--output", out])
+    load("stability_ppa").main(
+        [
+            "--datasets",
+            "diabetes",
+            "--n-samples",
+            "150",
+            "--ratios",
+            "0.5",
+            "0.75",
+            "--members",
+            "1",
+            "12",
+            "--workers",
+            "0",
+            "--quiet",
+            "--output",
+            out,
+        ]
+    )
     assert_outputs(out, ["ppa_fi.png"])
     rows = read(os.path.join(out, "results.csv"))
     for q in ("0.5", "0.75"):

@@ -12,24 +12,22 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
+from conftest import noisy_helix, random_nonlinear
 from sklearn.base import BaseEstimator
 
-from ppa_dask import PPA
-from ppa_dask import store
+from ppa_dask import PPA, store
 from ppa_dask.datasets import write_zarr
-from ppa_dask.store import model_files
 from ppa_dask.store import (
     ModelFileError,
     ModelFileNotFound,
     load_model,
+    model_files,
     model_info,
     open_array,
     open_input,
     save_model,
     write_array,
 )
-
-from conftest import noisy_helix, random_nonlinear
 
 
 def _fitted_attrs(model):
@@ -123,12 +121,18 @@ class _Bag(BaseEstimator):
         self.weights = weights
 
     def fit(self, X):
-        self.members_ = [PPA(degree=2, random_state=i).fit(X[:, i: i + 3])
-                         for i in range(self.n_members)]
+        self.members_ = [
+            PPA(degree=2, random_state=i).fit(X[:, i : i + 3]) for i in range(self.n_members)
+        ]
         self.subsets_ = [np.arange(i, i + 3) for i in range(self.n_members)]
-        self.summary_ = {"names": np.array(["a", "bb"]), "when": np.array(
-            ["2020-01-01", "2021-06-30"], dtype="datetime64[ns]"), "score": float("nan"),
-            "best": None, "flags": np.array([True, False]), "pair": (1, "x")}
+        self.summary_ = {
+            "names": np.array(["a", "bb"]),
+            "when": np.array(["2020-01-01", "2021-06-30"], dtype="datetime64[ns]"),
+            "score": float("nan"),
+            "best": None,
+            "flags": np.array([True, False]),
+            "pair": (1, "x"),
+        }
         self.scalar_ = np.float32(1.5)
         return self
 
@@ -222,7 +226,9 @@ def _future_version(path):
     def edit(record):
         record["format_version"] = store.FORMAT_VERSION + 1
         body = {k: v for k, v in record.items() if k != "sha256"}
-        record["sha256"] = model_files._sha256(model_files._canonical(body).encode())  # otherwise valid
+        record["sha256"] = model_files._sha256(
+            model_files._canonical(body).encode()
+        )  # otherwise valid
 
     _edit_record(path, edit)
 
@@ -277,8 +283,9 @@ def _private_attribute(path):
         (_private_attribute, "invalid", "'__class__' is not a fitted attribute"),
     ],
 )
-def test_damaged_model_file_raises_without_building_anything(tmp_path, monkeypatch, damage,
-                                                               reason, message):
+def test_damaged_model_file_raises_without_building_anything(
+    tmp_path, monkeypatch, damage, reason, message
+):
     model = PPA(degree=(1, 2, 3), random_state=0).fit(noisy_helix(500))
     path = model.save(tmp_path / "m.zarr")
     damage(path)
@@ -366,8 +373,10 @@ def test_irregular_chunks_are_made_regular_and_groups_hold_named_results(tmp_pat
     assert np.array_equal(back.compute(), x.compute())
     y = np.arange(12.0).reshape(4, 3)
     write_array(y, tmp_path / "results.zarr", name="numpy")
-    assert sorted(zarr.open_group(tmp_path / "results.zarr").array_keys()) == ["components",
-                                                                              "numpy"]
+    assert sorted(zarr.open_group(tmp_path / "results.zarr").array_keys()) == [
+        "components",
+        "numpy",
+    ]
     assert np.array_equal(open_array(tmp_path / "results.zarr" / "numpy").compute(), y)
     with pytest.raises(FileExistsError):
         write_array(y, tmp_path / "results.zarr", name="numpy")
@@ -386,8 +395,12 @@ def test_result_is_written_by_the_workers_of_the_current_client(tmp_path):
     from distributed import Client, get_task_stream
 
     x = da.ones((400, 3), chunks=(100, 3)).map_blocks(_made_on_worker, dtype=float)
-    with Client(processes=False, n_workers=1, threads_per_worker=1,
-                dashboard_address=None) as client, get_task_stream(client) as stream:
+    with (
+        Client(
+            processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None
+        ) as client,
+        get_task_stream(client) as stream,
+    ):
         path = write_array(x, tmp_path / "r.zarr")
     # one store task per chunk ran on the worker: the chunks went from there to the store
     names = [str(t["key"]) for t in stream.data]
@@ -469,8 +482,7 @@ def test_open_array_refuses_arrays_it_did_not_write(tmp_path):
 
 @pytest.fixture
 def data_store(tmp_path):
-    return write_zarr(tmp_path / "data.zarr", 5000, n_features=6, chunk_rows=1200,
-                      random_state=3)
+    return write_zarr(tmp_path / "data.zarr", 5000, n_features=6, chunk_rows=1200, random_state=3)
 
 
 def test_open_input_aligns_dask_chunks_with_the_store(data_store):

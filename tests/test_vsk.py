@@ -131,7 +131,10 @@ def test_gaussian_vsk_is_more_expressive(seed):
     """Corollary 1: C(K_Psi) >= C(K) at the same shape parameter."""
     X, P = random_case(seed)
     gamma = float(np.random.default_rng(seed).uniform(0.05, 3))
-    C, C_psi = spectral_ratio(vsk_gram(X, None, "rbf", gamma)), spectral_ratio(vsk_gram(X, P, "rbf", gamma))
+    C, C_psi = (
+        spectral_ratio(vsk_gram(X, None, "rbf", gamma)),
+        spectral_ratio(vsk_gram(X, P, "rbf", gamma)),
+    )
     assert C_psi >= C - 1e-12
     # and both lie in [1, sqrt(n)]
     assert 1 - 1e-12 <= C <= np.sqrt(len(X)) + 1e-12
@@ -165,8 +168,8 @@ def test_linear_vsk_proposition_2_on_nonnegative_data(seed):
 
 def test_spectral_ratio_extremes_and_normalisation():
     n = 9
-    assert spectral_ratio(np.eye(n)) == pytest.approx(3.0)            # full rank, flat spectrum
-    assert spectral_ratio(np.ones((n, n))) == pytest.approx(1.0)      # rank one
+    assert spectral_ratio(np.eye(n)) == pytest.approx(3.0)  # full rank, flat spectrum
+    assert spectral_ratio(np.ones((n, n))) == pytest.approx(1.0)  # rank one
     assert spectral_ratio(np.eye(n), normalized=True) == pytest.approx(1.0)
     assert spectral_ratio(np.ones((n, n)), normalized=True) == pytest.approx(0.0)
     K = rbf_kernel(np.random.default_rng(0).normal(size=(n, 2)))
@@ -193,9 +196,11 @@ def test_blockwise_spectral_ratio_equals_dense(kernel, tile_rows):
         dense = spectral_ratio(vsk_gram(X, psi, kernel, 0.8))
         tiled = blockwise_spectral_ratio(X, psi, kernel, 0.8, tile_rows=tile_rows)
         assert tiled == pytest.approx(dense, rel=1e-10)
-        assert blockwise_spectral_ratio(X, psi, kernel, 0.8, normalized=True,
-                                        tile_rows=tile_rows) == pytest.approx(
-            spectral_ratio(vsk_gram(X, psi, kernel, 0.8), normalized=True), rel=1e-10)
+        assert blockwise_spectral_ratio(
+            X, psi, kernel, 0.8, normalized=True, tile_rows=tile_rows
+        ) == pytest.approx(
+            spectral_ratio(vsk_gram(X, psi, kernel, 0.8), normalized=True), rel=1e-10
+        )
 
 
 def test_blockwise_diagnostics_on_dask_equal_dense():
@@ -210,12 +215,14 @@ def test_blockwise_diagnostics_on_dask_equal_dense():
     with dask.config.set(scheduler="synchronous"):
         for dask_psi, dense_psi in ((None, None), (Pd, P), (psi, psi)):
             K = vsk_gram(X, dense_psi, "rbf", gamma)
-            assert blockwise_spectral_ratio(Xd, dask_psi, "rbf", gamma, tile_rows=64) == \
-                pytest.approx(spectral_ratio(K), rel=1e-10)
+            assert blockwise_spectral_ratio(
+                Xd, dask_psi, "rbf", gamma, tile_rows=64
+            ) == pytest.approx(spectral_ratio(K), rel=1e-10)
         # one Dask graph per Lanczos product: a well conditioned case keeps them few
         K = vsk_gram(X, P, "rbf", 400.0)
-        assert blockwise_condition_number(Xd, Pd, "rbf", 400.0, tile_rows=120) == \
-            pytest.approx(condition_number(K), rel=1e-6)
+        assert blockwise_condition_number(Xd, Pd, "rbf", 400.0, tile_rows=120) == pytest.approx(
+            condition_number(K), rel=1e-6
+        )
 
 
 @pytest.mark.parametrize("shift", [0.0, 1e-3])
@@ -244,8 +251,11 @@ def test_tiled_operator_products_equal_dense_products():
 def test_naive_bayes_scaling_is_the_positive_class_posterior():
     X, y = two_classes()
     nb = GaussianNB().fit(X, y)
-    np.testing.assert_allclose(NaiveBayesScaling().fit(X, y).transform(X)[:, 0],
-                               nb.predict_proba(X)[:, list(nb.classes_).index(1)], rtol=1e-12)
+    np.testing.assert_allclose(
+        NaiveBayesScaling().fit(X, y).transform(X)[:, 0],
+        nb.predict_proba(X)[:, list(nb.classes_).index(1)],
+        rtol=1e-12,
+    )
 
 
 def test_naive_bayes_scaling_uses_the_a_priori_data():
@@ -270,7 +280,7 @@ def test_naive_bayes_scaling_multiclass_keeps_all_but_one_posterior():
 
 def test_model_scaling_fits_a_parametric_curve():
     t = np.linspace(0, 1, 30)[:, None]
-    f = lambda x, a, b, c: a * np.exp(-((x - b) / c) ** 2)  # noqa: E731
+    f = lambda x, a, b, c: a * np.exp(-(((x - b) / c) ** 2))  # noqa: E731
     y = f(t.ravel(), 3.0, 0.4, 0.2)
     psi = ModelScaling(CurveFitRegressor(f, p0=(1, 0.5, 0.3))).fit(t, y)
     np.testing.assert_allclose(psi.model_.params_, [3.0, 0.4, 0.2], rtol=1e-6)
@@ -279,16 +289,16 @@ def test_model_scaling_fits_a_parametric_curve():
 
 def test_model_scaling_uses_a_frozen_prefitted_model_without_y():
     t = np.arange(10.0)[:, None]
-    aux = LinearRegression().fit(t, 3 * t.ravel())     # fitted on a-priori data
+    aux = LinearRegression().fit(t, 3 * t.ravel())  # fitted on a-priori data
     vsk = clone(VariablyScaled(ModelScaling(FrozenEstimator(aux))))
-    out = vsk.fit_transform(t[:5])                       # no y: the model is not refitted
+    out = vsk.fit_transform(t[:5])  # no y: the model is not refitted
     np.testing.assert_allclose(out[:, 1], 3 * t[:5, 0], atol=1e-10)
 
 
 def test_ppa_scaling_appends_the_leading_ppa_coordinates():
     rng = np.random.default_rng(0)
     s = rng.uniform(-1, 1, 400)
-    X = np.column_stack([s, s ** 2, 0.3 * s ** 3]) + 0.01 * rng.normal(size=(400, 3))
+    X = np.column_stack([s, s**2, 0.3 * s**3]) + 0.01 * rng.normal(size=(400, 3))
     out = VariablyScaled(PPAScaling(n_components=2, random_state=0)).fit_transform(X)
     ref = PPA(n_components=2, degree=(1, 2, 3), random_state=0, whiten=True).fit(X).transform(X)
     np.testing.assert_allclose(out[:, :3], X)
@@ -311,7 +321,9 @@ def test_svm_extraction_keeps_features_and_compresses_the_rest():
     X, y = two_classes(d=6, seed=7)
     model = SVMExtraction(keep=[2], kernel="linear").fit(X, y)
     rest = [0, 1, 3, 4, 5]
-    expected = np.column_stack([X[:, 2], GaussianNB().fit(X[:, rest], y).predict_proba(X[:, rest])[:, 1]])
+    expected = np.column_stack(
+        [X[:, 2], GaussianNB().fit(X[:, rest], y).predict_proba(X[:, rest])[:, 1]]
+    )
     np.testing.assert_allclose(model.extract(X), expected, rtol=1e-12)
     direct = SVC(kernel="linear").fit(expected, y)
     np.testing.assert_array_equal(model.predict(X), direct.predict(expected))
@@ -334,8 +346,9 @@ def test_svm_extraction_random_choice_is_seeded():
 def test_vsk_pipelines_clone_and_tune_in_grid_search():
     X, y = two_classes(n=90)
     model = make_pipeline(MinMaxScaler(), VariablyScaled(NaiveBayesScaling()), SVC())
-    search = GridSearchCV(model, {"svc__C": [0.5, 4.0],
-                                  "variablyscaled__psi": [None, NaiveBayesScaling()]}, cv=3)
+    search = GridSearchCV(
+        model, {"svc__C": [0.5, 4.0], "variablyscaled__psi": [None, NaiveBayesScaling()]}, cv=3
+    )
     search.fit(X, y)
     assert set(search.best_params_) == {"svc__C", "variablyscaled__psi"}
     svm_vsk = make_svm_vsk("linear", C=3.0)
@@ -357,8 +370,9 @@ def test_supervised_psi_is_fitted_on_training_folds_only():
 def test_vsk_learners_as_feature_bagging_base_learners():
     ensemble = pytest.importorskip("ppa_dask.ensemble")
     X, y = two_classes(n=120, d=6, seed=10)
-    clf = ensemble.FeatureBaggingClassifier(make_svm_vsk("rbf"), n_estimators=5,
-                                            max_features=0.5, random_state=0).fit(X, y)
+    clf = ensemble.FeatureBaggingClassifier(
+        make_svm_vsk("rbf"), n_estimators=5, max_features=0.5, random_state=0
+    ).fit(X, y)
     # each member is an SVM-VSK on its own 3 features: 3 columns + the NB posterior
     member = clf.estimators_[0]
     assert member.named_steps["vsk"].n_psi_ == 1 and member.named_steps["vsk"].n_features_in_ == 3
@@ -368,7 +382,9 @@ def test_vsk_learners_as_feature_bagging_base_learners():
     target = np.sin(3 * t[:, 0]) + t[:, 1]
     reg = ensemble.FeatureBaggingRegressor(
         make_krn_vsk(psi=ModelScaling(LinearRegression()), alpha=1e-3, gamma=1.0),
-        n_estimators=4, max_features=0.75, random_state=0,
+        n_estimators=4,
+        max_features=0.75,
+        random_state=0,
     ).fit(t, target)
     assert reg.predict(t).shape == (80,)
 
@@ -377,8 +393,9 @@ def test_feature_instability_of_an_svm_vsk_ensemble():
     stability = pytest.importorskip("ppa_dask.stability")
     ensemble = pytest.importorskip("ppa_dask.ensemble")
     X, y = two_classes(n=60, d=4, seed=12)
-    ens = ensemble.FeatureBaggingClassifier(make_svm_vsk("linear"), n_estimators=6,
-                                            max_features=0.5, random_state=0)
+    ens = ensemble.FeatureBaggingClassifier(
+        make_svm_vsk("linear"), n_estimators=6, max_features=0.5, random_state=0
+    )
     result = stability.feature_instability(ens, X, y, client=False)
     assert result.terms.shape == (4,) and np.all(result.terms >= 0)
     assert np.isfinite(result.value)
@@ -415,7 +432,9 @@ def test_naive_bayes_scaling_refuses_a_single_class():
 
 def test_supervised_psi_without_y_is_refused():
     X = np.random.default_rng(0).normal(size=(10, 2))
-    with pytest.raises(ValueError, match="NaiveBayesScaling is a supervised scaling function: it requires y"):
+    with pytest.raises(
+        ValueError, match="NaiveBayesScaling is a supervised scaling function: it requires y"
+    ):
         VariablyScaled(NaiveBayesScaling()).fit(X)
     with pytest.raises(ValueError, match=r"ModelScaling\(LinearRegression\) is a supervised"):
         VariablyScaled(ModelScaling(LinearRegression())).fit(X)
@@ -457,8 +476,13 @@ def test_other_bad_input_gets_clear_errors_and_inputs_stay_unmodified():
 
 
 @parametrize_with_checks(
-    [VariablyScaled(), VariablyScaled(NaiveBayesScaling()), NaiveBayesScaling(),
-     ModelScaling(LinearRegression()), SVMExtraction(random_state=0)]
+    [
+        VariablyScaled(),
+        VariablyScaled(NaiveBayesScaling()),
+        NaiveBayesScaling(),
+        ModelScaling(LinearRegression()),
+        SVMExtraction(random_state=0),
+    ]
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

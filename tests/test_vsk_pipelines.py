@@ -29,8 +29,11 @@ def _load(name):
 def client(tmp_path_factory):
     from ppa_dask.app.cluster import local_client
 
-    with local_client(n_workers=2, dashboard_address="127.0.0.1:0",
-                      local_directory=tmp_path_factory.mktemp("dask")) as c:
+    with local_client(
+        n_workers=2,
+        dashboard_address="127.0.0.1:0",
+        local_directory=tmp_path_factory.mktemp("dask"),
+    ) as c:
         yield c
 
 
@@ -40,11 +43,27 @@ def _files(path):
 
 def test_toy_pipeline_end_to_end(client, tmp_path):
     toy = _load("vsk_toy")
-    out = toy.run(str(tmp_path), n_samples=(100,), n_features=(2,), kernels=("linear", "rbf"),
-                  n_reps=2, seed=3, C_grid=(0.5, 8.0), gamma_grid=(1.0,), cv=3,
-                  client=client, verbose=False)
-    assert _files(tmp_path) == ["toy_f1.csv", "toy_f1.md", "toy_f1.png", "toy_results.csv",
-                                "toy_spectral.csv", "toy_spectral.md"]
+    out = toy.run(
+        str(tmp_path),
+        n_samples=(100,),
+        n_features=(2,),
+        kernels=("linear", "rbf"),
+        n_reps=2,
+        seed=3,
+        C_grid=(0.5, 8.0),
+        gamma_grid=(1.0,),
+        cv=3,
+        client=client,
+        verbose=False,
+    )
+    assert _files(tmp_path) == [
+        "toy_f1.csv",
+        "toy_f1.md",
+        "toy_f1.png",
+        "toy_results.csv",
+        "toy_spectral.csv",
+        "toy_spectral.md",
+    ]
     res = out["results"]
     assert len(res) == 1 * 1 * 2 * 2  # N x n_k x reps x kernels, one row per task
     f1 = res[["f1_NB", "f1_SVM", "f1_SVM-VSK"]].to_numpy()
@@ -69,8 +88,16 @@ def test_toy_tasks_are_reproducible_and_draw_balanced_data():
     assert len(feats) == 4 and (ytr == 1).sum() == (ytr == -1).sum()
     assert (yte == 1).sum() == (yte == -1).sum() == 500 // 6
     assert len(ytr) + len(yte) + len(ypr) == 5000
-    kw = dict(seed=3, n_samples=100, n_features=2, rep=0, kernel="linear", C_grid=(1.0,),
-              gamma_grid=(1.0,), cv=2)
+    kw = dict(
+        seed=3,
+        n_samples=100,
+        n_features=2,
+        rep=0,
+        kernel="linear",
+        C_grid=(1.0,),
+        gamma_grid=(1.0,),
+        cv=2,
+    )
     a, b = toy.toy_task(**kw), toy.toy_task(**kw)
     a.pop("seconds"), b.pop("seconds")
     assert a == b
@@ -78,10 +105,27 @@ def test_toy_tasks_are_reproducible_and_draw_balanced_data():
 
 def test_breast_cancer_pipeline_end_to_end(client, tmp_path):
     bc = _load("vsk_breast_cancer")
-    out = bc.run(str(tmp_path), n_splits=2, seed=0, kernels=("linear",), kept=(0, 5),
-                 C_grid=(0.25, 4.0), gamma_grid=(1.0,), cv=3, client=client, verbose=False)
-    assert _files(tmp_path) == ["bc_f1.png", "bc_methods.csv", "bc_methods.md", "bc_results.csv",
-                                "bc_svm_e.csv", "bc_svm_e.md", "bc_svm_e.png"]
+    out = bc.run(
+        str(tmp_path),
+        n_splits=2,
+        seed=0,
+        kernels=("linear",),
+        kept=(0, 5),
+        C_grid=(0.25, 4.0),
+        gamma_grid=(1.0,),
+        cv=3,
+        client=client,
+        verbose=False,
+    )
+    assert _files(tmp_path) == [
+        "bc_f1.png",
+        "bc_methods.csv",
+        "bc_methods.md",
+        "bc_results.csv",
+        "bc_svm_e.csv",
+        "bc_svm_e.md",
+        "bc_svm_e.png",
+    ]
     res = out["results"]
     # per split: NB, SVM, SVM-S, SVM-VSK and SVM-E for each kept feature
     assert len(res) == 2 * (4 + 2)
@@ -103,10 +147,23 @@ def test_breast_cancer_splits_are_halves():
 
 def test_covid_pipeline_end_to_end(client, tmp_path):
     cov = _load("vsk_covid_icu")
-    out = cov.run(str(tmp_path), n_shapes=6, eps_range=(2.0, 12.0), nus=(0.0, 1e-4),
-                  learners=("KRN", "KRN-VSK aux"), batch=3, client=client, verbose=False)
-    assert _files(tmp_path) == ["covid_best.csv", "covid_best.md", "covid_best_predictions.png",
-                                "covid_condition_rme.png", "covid_sweep.csv"]
+    out = cov.run(
+        str(tmp_path),
+        n_shapes=6,
+        eps_range=(2.0, 12.0),
+        nus=(0.0, 1e-4),
+        learners=("KRN", "KRN-VSK aux"),
+        batch=3,
+        client=client,
+        verbose=False,
+    )
+    assert _files(tmp_path) == [
+        "covid_best.csv",
+        "covid_best.md",
+        "covid_best_predictions.png",
+        "covid_condition_rme.png",
+        "covid_sweep.csv",
+    ]
     sweep = out["sweep"]
     assert len(sweep) == 6 * 2 * 2
     assert (sweep["RME"] >= 0).all() and (sweep["RME"] == sweep["RME"].round()).all()
@@ -120,8 +177,8 @@ def test_covid_pipeline_end_to_end(client, tmp_path):
 
 def test_rounded_mean_error_rounds_half_down():
     cov = _load("vsk_covid_icu")
-    assert cov.rounded_mean_error([10, 10], [9.5, 9.5]) == 0      # ME 0.5 -> 0
-    assert cov.rounded_mean_error([10, 10], [9.4, 9.4]) == 1      # ME 0.6 -> 1
+    assert cov.rounded_mean_error([10, 10], [9.5, 9.5]) == 0  # ME 0.5 -> 0
+    assert cov.rounded_mean_error([10, 10], [9.4, 9.4]) == 1  # ME 0.6 -> 1
     assert cov.rounded_mean_error([0.0], [3.2]) == 3
 
 
@@ -137,14 +194,21 @@ def test_blockwise_diagnostics_on_the_cluster_equal_dense(client):
     """Tiles as tasks on worker processes (the persisted chunks must outlive the graph calls)."""
     import dask.array as da
 
-    from ppa_dask.vsk import (blockwise_condition_number, blockwise_spectral_ratio,
-                              condition_number, spectral_ratio, vsk_gram)
+    from ppa_dask.vsk import (
+        blockwise_condition_number,
+        blockwise_spectral_ratio,
+        condition_number,
+        spectral_ratio,
+        vsk_gram,
+    )
 
     rng = np.random.default_rng(0)
     X, P = rng.uniform(size=(240, 3)), rng.uniform(size=(240, 1))
     Xd, Pd = da.from_array(X, chunks=(50, 3)), da.from_array(P, chunks=(50, 1))
     K = vsk_gram(X, P, "rbf", 300.0)
     assert blockwise_spectral_ratio(Xd, Pd, "rbf", 300.0, tile_rows=64) == pytest.approx(
-        spectral_ratio(K), rel=1e-10)
+        spectral_ratio(K), rel=1e-10
+    )
     assert blockwise_condition_number(Xd, Pd, "rbf", 300.0, tile_rows=120) == pytest.approx(
-        condition_number(K), rel=1e-6)
+        condition_number(K), rel=1e-6
+    )

@@ -104,15 +104,19 @@ def test_features_nan_everywhere_are_dropped_and_restored_as_nan(cube):
     model = PPA(**PARAMS).fit(refl, feature_dim="band")
     assert model.n_features_in_ == N_BANDS - 1
     assert model.xarray_layout_["nan_summary"]["dropped_features"] == [4]
-    reference = PPA(**PARAMS).fit(np.delete(_rows(cube["reflectance"]), 4, axis=1)[
-        ~np.isnan(_rows(cube["reflectance"])).any(axis=1)])
+    reference = PPA(**PARAMS).fit(
+        np.delete(_rows(cube["reflectance"]), 4, axis=1)[
+            ~np.isnan(_rows(cube["reflectance"])).any(axis=1)
+        ]
+    )
     assert np.array_equal(model.degrees_, reference.degrees_)
     back = model.inverse_transform(model.transform(refl))
     assert back.sizes["band"] == N_BANDS and back["wavelength"].equals(refl["wavelength"])
     assert bool(back.isel(band=4).isnull().all())
     assert back.isnull().equals(refl.isnull())
-    np.testing.assert_allclose(back.values[~np.isnan(back.values)],
-                               refl.values[~np.isnan(refl.values)], atol=1e-6)
+    np.testing.assert_allclose(
+        back.values[~np.isnan(back.values)], refl.values[~np.isnan(refl.values)], atol=1e-6
+    )
 
 
 def _with_isolated_nans(refl):
@@ -176,8 +180,11 @@ def test_bad_input_is_named(cube):
     plain = PPA(**PARAMS).fit(_rows(refl)[~np.isnan(_rows(refl)).any(axis=1)])
     with pytest.raises(ValueError, match="fitted on a plain array"):
         plain.transform(refl)
-    refit = PPA(**PARAMS).fit(refl, feature_dim="band").fit(_rows(refl)[:300][
-        ~np.isnan(_rows(refl)[:300]).any(axis=1)])
+    refit = (
+        PPA(**PARAMS)
+        .fit(refl, feature_dim="band")
+        .fit(_rows(refl)[:300][~np.isnan(_rows(refl)[:300]).any(axis=1)])
+    )
     assert not hasattr(refit, "xarray_layout_")  # a plain refit forgets the xarray layout
 
 
@@ -187,8 +194,15 @@ def test_bad_input_is_named(cube):
 
 
 def test_dask_backed_cube_from_zarr_stays_lazy_until_computed(tmp_path, cube):
-    lazy_cube = make_cube(n_bands=N_BANDS, ny=30, nx=36, cloud_fraction=0.2, random_state=4,
-                          chunks={"y": 8}, path=tmp_path / "cube.zarr")
+    lazy_cube = make_cube(
+        n_bands=N_BANDS,
+        ny=30,
+        nx=36,
+        cloud_fraction=0.2,
+        random_state=4,
+        chunks={"y": 8},
+        path=tmp_path / "cube.zarr",
+    )
     refl = xr.open_zarr(tmp_path / "cube.zarr", consolidated=False)["reflectance"]
     assert refl.chunks is not None and lazy_cube["reflectance"].chunks == refl.chunks
     with dask.config.set(scheduler="synchronous"):
@@ -206,8 +220,9 @@ def test_dask_backed_cube_from_zarr_stays_lazy_until_computed(tmp_path, cube):
     assert comps.data.chunks[1] == refl.data.chunks[1]  # row chunks follow the store's
 
     with dask.config.set(scheduler="synchronous"):
-        np.testing.assert_allclose(comps.values, in_memory.transform(cube["reflectance"]).values,
-                                   atol=1e-9)
+        np.testing.assert_allclose(
+            comps.values, in_memory.transform(cube["reflectance"]).values, atol=1e-9
+        )
         assert back.isnull().equals(cube["reflectance"].isnull())
         np.testing.assert_allclose(back.values, cube["reflectance"].values, atol=1e-6)
 
@@ -219,8 +234,9 @@ def test_masked_chunks_keep_known_chunk_sizes(tmp_path):
     with dask.config.set(scheduler="synchronous"):
         model = PPA(degree=2, random_state=0).fit(refl, feature_dim="band")
         reference = PPA(degree=2, random_state=0).fit(refl.compute(), feature_dim="band")
-        np.testing.assert_allclose(model.transform(refl).values,
-                                   reference.transform(refl.compute()).values, atol=1e-9)
+        np.testing.assert_allclose(
+            model.transform(refl).values, reference.transform(refl.compute()).values, atol=1e-9
+        )
 
 
 # -------------------------------------------------------------------------------------------
@@ -261,15 +277,19 @@ def test_saved_xarray_model_transforms_identically(tmp_path, cube):
     refl[1] = np.nan
     model = PPA(**PARAMS).fit(refl, feature_dim="band")
     loaded = PPA.load(model.save(tmp_path / "m.zarr"))
-    assert loaded.xarray_layout_["feature_coords"]["wavelength"].tolist() == \
-        refl["wavelength"].values.tolist()
+    assert (
+        loaded.xarray_layout_["feature_coords"]["wavelength"].tolist()
+        == refl["wavelength"].values.tolist()
+    )
     assert loaded.transform(refl).identical(model.transform(refl))
     assert loaded.inverse_transform(model.transform(refl)).identical(
-        model.inverse_transform(model.transform(refl)))
+        model.inverse_transform(model.transform(refl))
+    )
     ds = cube[["vegetation", "moisture", "illumination"]]
     ds_model = PPA(degree=2, random_state=0).fit(ds)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ds_loaded = PPA.load(ds_model.save(tmp_path / "ds.zarr"))
     assert ds_loaded.inverse_transform(ds_loaded.transform(ds)).identical(
-        ds_model.inverse_transform(ds_model.transform(ds)))
+        ds_model.inverse_transform(ds_model.transform(ds))
+    )

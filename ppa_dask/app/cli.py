@@ -41,20 +41,19 @@ import sys
 import time
 
 import numpy as np
-from ppa_dask import datasets
-from ppa_dask import store
-from ppa_dask.app.cluster import dashboard_link
-from ppa_dask.app.cluster import open_client
-from ppa_dask.app.cluster import read_cluster_config
-from ppa_dask.app.cluster import step_reporter
-from ppa_dask.app.pipeline import Run
-from ppa_dask.app.pipeline import load_pipeline
-from ppa_dask.app.pipeline import format_error_table
-from ppa_dask.app.pipeline import open_zarr_dataset
-from ppa_dask.app.pipeline import pca_reconstruction_errors
-from ppa_dask.app.pipeline import validate_pipeline
-from ppa_dask.app.pipeline import write_error_csv
-from ppa_dask.app.pipeline import write_error_markdown
+
+from ppa_dask import datasets, store
+from ppa_dask.app.cluster import dashboard_link, open_client, read_cluster_config, step_reporter
+from ppa_dask.app.pipeline import (
+    Run,
+    format_error_table,
+    load_pipeline,
+    open_zarr_dataset,
+    pca_reconstruction_errors,
+    validate_pipeline,
+    write_error_csv,
+    write_error_markdown,
+)
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.utils.version import VERSION
 
@@ -134,7 +133,9 @@ def _non_negative_int(text):
     try:
         value = int(text.replace("_", ""), 10)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a non-negative integer, got {text!r}"
+        ) from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
     return value
@@ -191,32 +192,74 @@ def _add_demo(subparsers):
             "table (05-evaluate), PNGs (06-plots); a rerun resumes it. Writes only inside DIR."
         ),
     )
-    p.add_argument("--output", "-o", metavar="DIR", default=None,
-                   help=f"output directory (default: ./{DEMO_OUTPUT}, with --cube "
-                        f"./{CUBE_DEMO_OUTPUT})")
+    p.add_argument(
+        "--output",
+        "-o",
+        metavar="DIR",
+        default=None,
+        help=f"output directory (default: ./{DEMO_OUTPUT}, with --cube ./{CUBE_DEMO_OUTPUT})",
+    )
     parts = p.add_mutually_exclusive_group()
-    parts.add_argument("--cube", action="store_true",
-                       help="only the cube part, with DIR itself as its run folder (resumable "
-                            "like 'ppa-dask run')")
-    parts.add_argument("--no-cube", action="store_true",
-                       help="only the table part (no DIR/cube)")
-    p.add_argument("--bands", metavar="B", type=_positive_int, default=CUBE_DEMO_BANDS,
-                   help=f"cube part: spectral bands, >= {CUBE_DEMO_MIN_BANDS} "
-                        f"(default: {CUBE_DEMO_BANDS})")
-    p.add_argument("--pixels", metavar="P", type=_positive_int, default=CUBE_DEMO_PIXELS,
-                   help=f"cube part: image side in pixels, >= {CUBE_DEMO_MIN_PIXELS} "
-                        f"(default: {CUBE_DEMO_PIXELS})")
-    p.add_argument("--n-samples", "-n", metavar="N", type=_positive_int, default=1_000_000,
-                   help="table part: number of samples (default: 1000000)")
-    p.add_argument("--n-features", "-d", metavar="D", type=_positive_int, default=10,
-                   help="table part: number of features, >= 4 (default: 10)")
-    p.add_argument("--seed", metavar="S", type=_non_negative_int, default=0,
-                   help="seed of the data and of the cross-validation folds (default: 0)")
-    p.add_argument("--workers", "-w", metavar="W", type=_positive_int, default=2,
-                   help="Dask worker processes, one thread each (default: 2)")
-    p.add_argument("--chunk-rows", metavar="R", type=_positive_int, default=131_072,
-                   help="table part: rows per Zarr/Dask chunk (default: 131072, two "
-                        "generation blocks)")
+    parts.add_argument(
+        "--cube",
+        action="store_true",
+        help="only the cube part, with DIR itself as its run folder (resumable "
+        "like 'ppa-dask run')",
+    )
+    parts.add_argument("--no-cube", action="store_true", help="only the table part (no DIR/cube)")
+    p.add_argument(
+        "--bands",
+        metavar="B",
+        type=_positive_int,
+        default=CUBE_DEMO_BANDS,
+        help=f"cube part: spectral bands, >= {CUBE_DEMO_MIN_BANDS} (default: {CUBE_DEMO_BANDS})",
+    )
+    p.add_argument(
+        "--pixels",
+        metavar="P",
+        type=_positive_int,
+        default=CUBE_DEMO_PIXELS,
+        help=f"cube part: image side in pixels, >= {CUBE_DEMO_MIN_PIXELS} "
+        f"(default: {CUBE_DEMO_PIXELS})",
+    )
+    p.add_argument(
+        "--n-samples",
+        "-n",
+        metavar="N",
+        type=_positive_int,
+        default=1_000_000,
+        help="table part: number of samples (default: 1000000)",
+    )
+    p.add_argument(
+        "--n-features",
+        "-d",
+        metavar="D",
+        type=_positive_int,
+        default=10,
+        help="table part: number of features, >= 4 (default: 10)",
+    )
+    p.add_argument(
+        "--seed",
+        metavar="S",
+        type=_non_negative_int,
+        default=0,
+        help="seed of the data and of the cross-validation folds (default: 0)",
+    )
+    p.add_argument(
+        "--workers",
+        "-w",
+        metavar="W",
+        type=_positive_int,
+        default=2,
+        help="Dask worker processes, one thread each (default: 2)",
+    )
+    p.add_argument(
+        "--chunk-rows",
+        metavar="R",
+        type=_positive_int,
+        default=131_072,
+        help="table part: rows per Zarr/Dask chunk (default: 131072, two generation blocks)",
+    )
     _add_cluster_options(p, workers=False)
     p.set_defaults(func=run_demo)
     return p
@@ -341,8 +384,9 @@ def run_demo(args, stream=None):
             summary = _demo_table_part(args, progress, outdir, chunk_rows, link)
             # written now, so that the table's record survives a failed or interrupted cube
             # part; rewritten when the cube part is complete
-            summary["cube"] = (None if cube_dir is None
-                               else _cube_demo_record(cube_dir, args, complete=False))
+            summary["cube"] = (
+                None if cube_dir is None else _cube_demo_record(cube_dir, args, complete=False)
+            )
             progress.times["table_s"] = progress.total()
             json_path = _write_demo_summary(outdir, summary, progress)
             progress.say(f"wrote {json_path}")
@@ -350,8 +394,9 @@ def run_demo(args, stream=None):
 
             if cube_dir is not None:
                 progress.plain()
-                with progress.stage("cube_s", f"cube part: {_cube_demo_size(args)}, run folder "
-                                    f"{cube_dir}"):
+                with progress.stage(
+                    "cube_s", f"cube part: {_cube_demo_size(args)}, run folder {cube_dir}"
+                ):
                     _run_cube_pipeline(cube_config, cube_dir, stream, progress)
                 progress.say(f"cube part: done in {progress.times['cube_s']:.1f} s")
                 summary["cube"] = _cube_demo_record(cube_dir, args, complete=True)
@@ -375,7 +420,6 @@ def _demo_table_part(args, progress, outdir, chunk_rows, dashboard):
     """
     import dask.array as da
 
-
     stream = progress.stream
     n, d, seed = args.n_samples, args.n_features, args.seed
     data_path = os.path.join(outdir, "data.zarr")
@@ -396,11 +440,17 @@ def _demo_table_part(args, progress, outdir, chunk_rows, dashboard):
         progress.times["data_s"] = 0.0
     else:
         note = "" if why == "absent" else f" (existing store: {why}; rewriting)"
-        with progress.stage("data_s", f"data: writing {n:,} x {d} curved-manifold "
-                            f"samples to {data_path}{note}"):
+        with progress.stage(
+            "data_s", f"data: writing {n:,} x {d} curved-manifold samples to {data_path}{note}"
+        ):
             datasets.write_zarr(
-                data_path, n, n_features=d, kind="curved", chunk_rows=chunk_rows,
-                random_state=seed, overwrite=os.path.lexists(data_path),
+                data_path,
+                n,
+                n_features=d,
+                kind="curved",
+                chunk_rows=chunk_rows,
+                random_state=seed,
+                overwrite=os.path.lexists(data_path),
                 noise=DEMO_NOISE,
             )
         progress.say(f"data: written in {progress.times['data_s']:.1f} s")
@@ -408,9 +458,12 @@ def _demo_table_part(args, progress, outdir, chunk_rows, dashboard):
     # (c) the fit, on the lazily opened array
     X = da.from_zarr(data_path)
     model = PPA(degree=DEMO_DEGREES, cv=DEMO_CV, random_state=seed)
-    with progress.stage("fit_s", f"fitting PPA(degree=1..5, cv={DEMO_CV}) on a "
-                        f"{X.shape[0]:,} x {X.shape[1]} Dask array "
-                        f"({X.numblocks[0]} chunks)"):
+    with progress.stage(
+        "fit_s",
+        f"fitting PPA(degree=1..5, cv={DEMO_CV}) on a "
+        f"{X.shape[0]:,} x {X.shape[1]} Dask array "
+        f"({X.numblocks[0]} chunks)",
+    ):
         model.fit(X, progress=step_reporter(stream))
     degrees = [int(g) for g in model.degrees_]
     progress.say(
@@ -420,8 +473,9 @@ def _demo_table_part(args, progress, outdir, chunk_rows, dashboard):
     progress.say("fit: degree chosen per step: " + " ".join(map(str, degrees)))
 
     # (d) PPA reconstruction errors: one pass
-    with progress.stage("ppa_errors_s", "PPA reconstruction errors for k = 0.."
-                        f"{d - 1} (one pass)"):
+    with progress.stage(
+        "ppa_errors_s", f"PPA reconstruction errors for k = 0..{d - 1} (one pass)"
+    ):
         ppa_errors = np.asarray(model.reconstruction_errors(X), dtype=float)
     progress.say(f"PPA errors: {progress.times['ppa_errors_s']:.1f} s")
 
@@ -454,8 +508,10 @@ def _demo_table_part(args, progress, outdir, chunk_rows, dashboard):
         "PPA.reconstruction_errors (residual norms after k steps, one pass)."
     )
     progress.plain()
-    progress.plain(f"Reconstruction error with k components (n={n:,}, d={d}; "
-                   f"total variance {total_variance:.6g}):")
+    progress.plain(
+        f"Reconstruction error with k components (n={n:,}, d={d}; "
+        f"total variance {total_variance:.6g}):"
+    )
     progress.plain(_format_table(rows))
     progress.plain()
 
@@ -474,18 +530,29 @@ def _demo_table_part(args, progress, outdir, chunk_rows, dashboard):
         "command": "demo",
         "argv": getattr(args, "argv", None),
         "parameters": {
-            "n_samples": n, "n_features": d, "seed": seed, "workers": args.workers,
-            "threads_per_worker": 1, "chunk_rows": chunk_rows, "output": outdir,
+            "n_samples": n,
+            "n_features": d,
+            "seed": seed,
+            "workers": args.workers,
+            "threads_per_worker": 1,
+            "chunk_rows": chunk_rows,
+            "output": outdir,
         },
         "data": {
-            "path": data_path, "reused": reused, "kind": "curved", "noise": DEMO_NOISE,
-            "chunk_rows": chunk_rows, "nbytes": int(8 * n * d),
+            "path": data_path,
+            "reused": reused,
+            "kind": "curved",
+            "noise": DEMO_NOISE,
+            "chunk_rows": chunk_rows,
+            "nbytes": int(8 * n * d),
         },
         "cluster": {"workers": args.workers, "threads_per_worker": 1, "dashboard": dashboard},
         "model": {
             "estimator": f"PPA(degree=range(1, 6), cv={DEMO_CV}, random_state={seed})",
             "degrees": degrees,
-            "cv_scores": None if model.cv_scores_ is None else np.asarray(model.cv_scores_).tolist(),
+            "cv_scores": None
+            if model.cv_scores_ is None
+            else np.asarray(model.cv_scores_).tolist(),
             "n_passes": int(model.n_passes_),
             "residual_cache": model.residual_cache_,
             "explained_variance": np.asarray(model.explained_variance_).tolist(),
@@ -519,8 +586,9 @@ def _write_demo_summary(outdir, summary, progress):
 
 
 def _cube_demo_size(args):
-    return (f"{args.bands} bands x {args.pixels} x {args.pixels} pixels (make_cube, "
-            f"seed={args.seed})")
+    return (
+        f"{args.bands} bands x {args.pixels} x {args.pixels} pixels (make_cube, seed={args.seed})"
+    )
 
 
 def _cube_demo_record(cube_dir, args, complete):
@@ -533,8 +601,9 @@ def _cube_demo_record(cube_dir, args, complete):
         "seed": args.seed,
         "pipeline_summary": os.path.join(cube_dir, "summary.json"),
     }
-    record.update({name: os.path.join(cube_dir, relative)
-                   for name, relative in CUBE_DEMO_OUTPUTS.items()})
+    record.update(
+        {name: os.path.join(cube_dir, relative) for name, relative in CUBE_DEMO_OUTPUTS.items()}
+    )
     return record
 
 
@@ -543,8 +612,10 @@ def _checked_cube_demo_config(args):
     if args.bands < CUBE_DEMO_MIN_BANDS:
         raise CommandError(f"--bands must be >= {CUBE_DEMO_MIN_BANDS}, got {args.bands}")
     if args.pixels < CUBE_DEMO_MIN_PIXELS:
-        raise CommandError(f"--pixels must be >= {CUBE_DEMO_MIN_PIXELS} (enough cloud-free "
-                           f"pixels for the cross-validated fit), got {args.pixels}")
+        raise CommandError(
+            f"--pixels must be >= {CUBE_DEMO_MIN_PIXELS} (enough cloud-free "
+            f"pixels for the cross-validated fit), got {args.pixels}"
+        )
     return cube_demo_config(args.seed, args.bands, args.pixels)
 
 
@@ -562,20 +633,31 @@ def _say_cube_outputs(progress, run_dir):
 def cube_demo_config(seed=0, bands=CUBE_DEMO_BANDS, pixels=CUBE_DEMO_PIXELS):
     """The pipeline configuration of the demo's cube part (pipelines/demo.yaml holds the same
     with the default sizes)."""
-    return validate_pipeline({
-        "name": "demo-cube",
-        "description": "PPA of a synthetic hyperspectral cube read from Zarr with xarray",
-        "output": CUBE_DEMO_OUTPUT,
-        "seed": seed,
-        "data": {"source": "make_cube", "variable": "reflectance", "feature_dim": "band",
-                 "params": {"n_bands": bands, "ny": pixels, "nx": pixels,
-                            "chunks": {"y": min(CUBE_DEMO_CHUNK_Y, pixels)}}},
-        "preprocess": {"scale": "minmax", "mask": {"nonfinite": "drop"}},
-        "model": {"degree": list(DEMO_DEGREES), "cv": DEMO_CV},
-        "transform": {"components": None},
-        "evaluate": {"pca": True},
-        "plots": {"components": 3},
-    }, where="demo --cube")
+    return validate_pipeline(
+        {
+            "name": "demo-cube",
+            "description": "PPA of a synthetic hyperspectral cube read from Zarr with xarray",
+            "output": CUBE_DEMO_OUTPUT,
+            "seed": seed,
+            "data": {
+                "source": "make_cube",
+                "variable": "reflectance",
+                "feature_dim": "band",
+                "params": {
+                    "n_bands": bands,
+                    "ny": pixels,
+                    "nx": pixels,
+                    "chunks": {"y": min(CUBE_DEMO_CHUNK_Y, pixels)},
+                },
+            },
+            "preprocess": {"scale": "minmax", "mask": {"nonfinite": "drop"}},
+            "model": {"degree": list(DEMO_DEGREES), "cv": DEMO_CV},
+            "transform": {"components": None},
+            "evaluate": {"pca": True},
+            "plots": {"components": 3},
+        },
+        where="demo --cube",
+    )
 
 
 def run_cube_demo(args, stream=None):
@@ -607,19 +689,38 @@ def run_cube_demo(args, stream=None):
 
 def _add_cluster_options(p, workers=True):
     g = p.add_argument_group("where to compute (default: a local cluster on 127.0.0.1)")
-    g.add_argument("--cluster", metavar="FILE",
-                   help="cluster configuration file (cluster/local.yaml, slurm.yaml, pbs.yaml, "
-                        "kubernetes.yaml; see cluster/README.md)")
-    g.add_argument("--scheduler", metavar="ADDRESS",
-                   help="connect to a running scheduler (tcp://host:8786, tls://...), or "
-                        "'threads' / 'synchronous' to compute in this process without a cluster")
+    g.add_argument(
+        "--cluster",
+        metavar="FILE",
+        help="cluster configuration file (cluster/local.yaml, slurm.yaml, pbs.yaml, "
+        "kubernetes.yaml; see cluster/README.md)",
+    )
+    g.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="connect to a running scheduler (tcp://host:8786, tls://...), or "
+        "'threads' / 'synchronous' to compute in this process without a cluster",
+    )
     if workers:
-        g.add_argument("--workers", "-w", metavar="W", type=_positive_int, default=2,
-                       help="worker processes of the local cluster, one thread each (default: 2)")
-    g.add_argument("--memory-limit", metavar="SIZE", default="auto",
-                   help="memory limit per local worker, e.g. 2GiB (default: auto)")
-    g.add_argument("--performance-report", metavar="FILE.html",
-                   help="write distributed's performance report of the run to FILE.html")
+        g.add_argument(
+            "--workers",
+            "-w",
+            metavar="W",
+            type=_positive_int,
+            default=2,
+            help="worker processes of the local cluster, one thread each (default: 2)",
+        )
+    g.add_argument(
+        "--memory-limit",
+        metavar="SIZE",
+        default="auto",
+        help="memory limit per local worker, e.g. 2GiB (default: auto)",
+    )
+    g.add_argument(
+        "--performance-report",
+        metavar="FILE.html",
+        help="write distributed's performance report of the run to FILE.html",
+    )
 
 
 @contextlib.contextmanager
@@ -635,14 +736,24 @@ def _session(args, progress, local_directory=None, cluster_file=None):
         if not os.path.isdir(parent):
             raise CommandError(f"--performance-report: folder {parent!r} does not exist")
         if scheduler in ("threads", "synchronous", "sync", "single-threaded"):
-            raise CommandError(f"--performance-report needs a distributed scheduler, not "
-                               f"--scheduler {scheduler}")
-    what = (f"cluster from {cluster}" if cluster else f"scheduler {scheduler}" if scheduler
-            else f"local cluster ({args.workers} worker process(es), 1 thread each)")
+            raise CommandError(
+                f"--performance-report needs a distributed scheduler, not --scheduler {scheduler}"
+            )
+    what = (
+        f"cluster from {cluster}"
+        if cluster
+        else f"scheduler {scheduler}"
+        if scheduler
+        else f"local cluster ({args.workers} worker process(es), 1 thread each)"
+    )
     progress.say(f"connecting: {what}")
-    with open_client(cluster=cluster, scheduler=scheduler, n_workers=getattr(args, "workers", 2),
-                     memory_limit=getattr(args, "memory_limit", "auto"),
-                     local_directory=local_directory) as client:
+    with open_client(
+        cluster=cluster,
+        scheduler=scheduler,
+        n_workers=getattr(args, "workers", 2),
+        memory_limit=getattr(args, "memory_limit", "auto"),
+        local_directory=local_directory,
+    ) as client:
         if client is None:
             progress.say(f"computing in this process (dask scheduler {scheduler!r}); no dashboard")
             yield None
@@ -678,12 +789,19 @@ def _add_run(subparsers):
         ),
     )
     p.add_argument("pipeline", metavar="PIPELINE.yaml", help="the pipeline file")
-    p.add_argument("--output", "-o", metavar="DIR",
-                   help="run folder (default: the file's 'output', else runs/<name>)")
+    p.add_argument(
+        "--output",
+        "-o",
+        metavar="DIR",
+        help="run folder (default: the file's 'output', else runs/<name>)",
+    )
     p.add_argument("--force", action="store_true", help="rerun every stage")
-    p.add_argument("--check", action="store_true",
-                   help="only validate the file (and its cluster file) and print the "
-                        "configuration with every default filled in")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="only validate the file (and its cluster file) and print the "
+        "configuration with every default filled in",
+    )
     _add_cluster_options(p)
     p.set_defaults(func=run_run)
     return p
@@ -706,8 +824,9 @@ def run_run(args, stream=None):
     progress = _Progress(stream)
     progress.say(f"ppa-dask run {args.pipeline}")
     with _session(args, progress, cluster_file=cluster_file):
-        root = Run(config, output=args.output, stream=stream, force=args.force,
-                   clock=progress.start).execute()
+        root = Run(
+            config, output=args.output, stream=stream, force=args.force, clock=progress.start
+        ).execute()
     progress.say(f"results in {root}")
     return 0
 
@@ -729,13 +848,15 @@ def _degree_spec(text):
         values = []
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(
-            f"expected a degree >= 1, a range such as 1-5 or a list such as 1,2,4; got {text!r}")
+            f"expected a degree >= 1, a range such as 1-5 or a list such as 1,2,4; got {text!r}"
+        )
     return values[0] if len(values) == 1 else values
 
 
 def _add_input_options(p):
-    p.add_argument("--variable", metavar="NAME",
-                   help="the array (or xarray variable) inside a Zarr group")
+    p.add_argument(
+        "--variable", metavar="NAME", help="the array (or xarray variable) inside a Zarr group"
+    )
 
 
 def _open_data(path, variable=None, feature_dim=None):
@@ -753,8 +874,10 @@ def _open_data(path, variable=None, feature_dim=None):
         raise CommandError(f"{path!r} has no variable {variable!r} (variables: {names})")
     cube = ds[variable]
     if feature_dim not in cube.dims:
-        raise CommandError(f"--feature-dim {feature_dim!r} is not a dimension of {variable!r} "
-                           f"(dimensions: {', '.join(cube.dims)})")
+        raise CommandError(
+            f"--feature-dim {feature_dim!r} is not a dimension of {variable!r} "
+            f"(dimensions: {', '.join(cube.dims)})"
+        )
     return cube
 
 
@@ -765,33 +888,65 @@ def _check_new_output(path, overwrite, what):
 
 def _add_fit(subparsers):
     p = subparsers.add_parser(
-        "fit", help="fit PPA on a Zarr array or cube and save the model",
+        "fit",
+        help="fit PPA on a Zarr array or cube and save the model",
         description=(
             "Fit PPA on INPUT (a Zarr array of samples x features, a variable of a Zarr group, "
             "or with --feature-dim an xarray cube whose other dimensions are samples) and save "
-            "the model to MODEL (a Zarr group of arrays and JSON; never pickle)."),
+            "the model to MODEL (a Zarr group of arrays and JSON; never pickle)."
+        ),
     )
     p.add_argument("input", metavar="INPUT", help="Zarr store (local path or fsspec URL)")
     p.add_argument("model", metavar="MODEL", help="where to save the model (a .zarr folder)")
     _add_input_options(p)
-    p.add_argument("--feature-dim", metavar="DIM",
-                   help="read INPUT with xarray; DIM holds the features (e.g. band)")
-    p.add_argument("--nan-policy", choices=("raise", "drop_samples"), default="raise",
-                   help="xarray input: samples with NaN in some features (default: raise)")
-    p.add_argument("--degree", type=_degree_spec, default=[1, 2, 3, 4, 5], metavar="G",
-                   help="degree, or candidates chosen per step by cross-validation: 3, 1-5, "
-                        "1,2,4 (default: 1-5)")
-    p.add_argument("--cv", type=_positive_int, default=2, metavar="K",
-                   help="cross-validation folds for the degree choice (default: 2)")
-    p.add_argument("--n-components", type=_positive_int, default=None, metavar="K",
-                   help="steps to fit (default: all, d - 1)")
-    p.add_argument("--seed", type=_non_negative_int, default=0, metavar="S",
-                   help="seed of the cross-validation folds (default: 0)")
-    p.add_argument("--residual-cache", choices=("auto", "persist", "checkpoint", "recompute"),
-                   default="auto",
-                   help="keep the residual on the workers between passes, checkpoint it to "
-                        "disk, or recompute it (default: auto, from the data size and the "
-                        "cluster memory)")
+    p.add_argument(
+        "--feature-dim",
+        metavar="DIM",
+        help="read INPUT with xarray; DIM holds the features (e.g. band)",
+    )
+    p.add_argument(
+        "--nan-policy",
+        choices=("raise", "drop_samples"),
+        default="raise",
+        help="xarray input: samples with NaN in some features (default: raise)",
+    )
+    p.add_argument(
+        "--degree",
+        type=_degree_spec,
+        default=[1, 2, 3, 4, 5],
+        metavar="G",
+        help="degree, or candidates chosen per step by cross-validation: 3, 1-5, "
+        "1,2,4 (default: 1-5)",
+    )
+    p.add_argument(
+        "--cv",
+        type=_positive_int,
+        default=2,
+        metavar="K",
+        help="cross-validation folds for the degree choice (default: 2)",
+    )
+    p.add_argument(
+        "--n-components",
+        type=_positive_int,
+        default=None,
+        metavar="K",
+        help="steps to fit (default: all, d - 1)",
+    )
+    p.add_argument(
+        "--seed",
+        type=_non_negative_int,
+        default=0,
+        metavar="S",
+        help="seed of the cross-validation folds (default: 0)",
+    )
+    p.add_argument(
+        "--residual-cache",
+        choices=("auto", "persist", "checkpoint", "recompute"),
+        default="auto",
+        help="keep the residual on the workers between passes, checkpoint it to "
+        "disk, or recompute it (default: auto, from the data size and the "
+        "cluster memory)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing MODEL")
     _add_cluster_options(p)
     p.set_defaults(func=run_fit)
@@ -804,19 +959,29 @@ def run_fit(args, stream=None):
 
     _check_new_output(args.model, args.overwrite, "MODEL")
     X = _open_data(args.input, args.variable, args.feature_dim)
-    model = PPA(degree=args.degree, cv=args.cv, n_components=args.n_components,
-                random_state=args.seed, residual_cache=args.residual_cache)
+    model = PPA(
+        degree=args.degree,
+        cv=args.cv,
+        n_components=args.n_components,
+        random_state=args.seed,
+        residual_cache=args.residual_cache,
+    )
     progress = _Progress(stream)
     shape = dict(X.sizes) if args.feature_dim else f"{X.shape[0]:,} x {X.shape[1]}"
     progress.say(f"ppa-dask fit {args.input} ({shape}) -> {args.model}")
     with _session(args, progress):
         with progress.stage("fit_s", f"fitting {model!r}"):
-            kwargs = ({"feature_dim": args.feature_dim, "nan_policy": args.nan_policy}
-                      if args.feature_dim else {})
+            kwargs = (
+                {"feature_dim": args.feature_dim, "nan_policy": args.nan_policy}
+                if args.feature_dim
+                else {}
+            )
             model.fit(X, progress=step_reporter(stream), **kwargs)
-        progress.say(f"fit: {progress.times['fit_s']:.1f} s, {model.n_passes_} passes, residual "
-                     f"cache {model.residual_cache_}, degrees "
-                     f"{' '.join(str(int(g)) for g in model.degrees_)}")
+        progress.say(
+            f"fit: {progress.times['fit_s']:.1f} s, {model.n_passes_} passes, residual "
+            f"cache {model.residual_cache_}, degrees "
+            f"{' '.join(str(int(g)) for g in model.degrees_)}"
+        )
     store.save_model(model, args.model, overwrite=args.overwrite)
     progress.say(f"saved {os.path.abspath(args.model)}")
     return 0
@@ -829,8 +994,13 @@ def _add_apply(subparsers, name, help_, description, func):
     p.add_argument("output", metavar="OUTPUT", help="Zarr array (or xarray group) to write")
     _add_input_options(p)
     if name == "transform":
-        p.add_argument("--components", type=_positive_int, default=None, metavar="K",
-                       help="write the first K components (default: all)")
+        p.add_argument(
+            "--components",
+            type=_positive_int,
+            default=None,
+            metavar="K",
+            help="write the first K components (default: all)",
+        )
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     _add_cluster_options(p)
     p.set_defaults(func=func)
@@ -839,19 +1009,27 @@ def _add_apply(subparsers, name, help_, description, func):
 
 def _add_transform(subparsers):
     return _add_apply(
-        subparsers, "transform", "PPA components of a Zarr array or cube, written to Zarr",
+        subparsers,
+        "transform",
+        "PPA components of a Zarr array or cube, written to Zarr",
         "Apply MODEL to INPUT and write the components to OUTPUT, chunked like the input. A "
         "model fitted on an xarray cube reads INPUT with xarray and writes a group with a "
         "'components' variable (masked samples NaN, coordinates kept). The write goes to a "
-        "temporary sibling renamed into place when complete.", run_transform)
+        "temporary sibling renamed into place when complete.",
+        run_transform,
+    )
 
 
 def _add_inverse(subparsers):
     return _add_apply(
-        subparsers, "inverse", "map PPA components back to the input space",
+        subparsers,
+        "inverse",
+        "map PPA components back to the input space",
         "Apply MODEL's closed-form inverse to the components in INPUT (as written by "
         "'ppa-dask transform'; with m < all components the residual after step m is taken as "
-        "zero) and write the reconstruction to OUTPUT.", run_inverse)
+        "zero) and write the reconstruction to OUTPUT.",
+        run_inverse,
+    )
 
 
 def _load_model_file(path):
@@ -878,14 +1056,20 @@ def _apply(args, stream, what):
             if cube_dim is None:
                 X = store.open_input(args.input, variable=args.variable)
                 if what == "transform":
-                    k = model.n_components_ if args.components is None else min(
-                        args.components, model.n_components_)
+                    k = (
+                        model.n_components_
+                        if args.components is None
+                        else min(args.components, model.n_components_)
+                    )
                     out = model.transform(X)[:, :k]
                 else:
                     out = model.inverse_transform(X)
-                store.write_array(out, args.output, overwrite=args.overwrite,
-                                  attrs={"ppa_dask_command": what, "model": os.path.abspath(
-                                      args.model)})
+                store.write_array(
+                    out,
+                    args.output,
+                    overwrite=args.overwrite,
+                    attrs={"ppa_dask_command": what, "model": os.path.abspath(args.model)},
+                )
                 shape = out.shape
             else:
                 if what == "transform":
@@ -898,8 +1082,9 @@ def _apply(args, stream, what):
                     out = model.inverse_transform(data)
                 store.write_dataset(out, args.output, overwrite=args.overwrite)
                 shape = dict(out.sizes) if hasattr(out, "sizes") else "?"
-    progress.say(f"wrote {os.path.abspath(args.output)} ({shape}) in "
-                 f"{progress.times[f'{what}_s']:.1f} s")
+    progress.say(
+        f"wrote {os.path.abspath(args.output)} ({shape}) in {progress.times[f'{what}_s']:.1f} s"
+    )
     return 0
 
 
@@ -915,9 +1100,11 @@ def run_inverse(args, stream=None):
 
 def _add_info(subparsers):
     p = subparsers.add_parser(
-        "info", help="summary of a saved model",
+        "info",
+        help="summary of a saved model",
         description="Check MODEL (format version, checksums) and print a summary of it; "
-                    "nothing in the file is executed.")
+        "nothing in the file is executed.",
+    )
     p.add_argument("model", metavar="MODEL", help="a model saved by 'ppa-dask fit'")
     p.add_argument("--json", action="store_true", help="print the full summary as JSON")
     p.set_defaults(func=run_info)
@@ -946,8 +1133,7 @@ def run_info(args, stream=None):
         f"{info.get('library_version')})",
         "parameters:       " + ", ".join(f"{k}={v!r}" for k, v in info["params"].items()),
     ]
-    for name in ("n_features_in_", "n_samples_", "n_components_", "n_passes_",
-                 "residual_cache_"):
+    for name in ("n_features_in_", "n_samples_", "n_components_", "n_passes_", "residual_cache_"):
         if name in fitted:
             lines.append(f"{name + ':':<18}{value(name)}")
     model = None
@@ -956,15 +1142,23 @@ def run_info(args, stream=None):
         lines.append(f"{'degrees_:':<18}{' '.join(str(int(g)) for g in model.degrees_)}")
         ev = np.asarray(model.explained_variance_)
         share = ev / ev.sum() if ev.sum() > 0 else ev
-        lines.append(f"{'explained share:':<18}" + " ".join(f"{s:.3g}" for s in share[:10])
-                     + (" ..." if ev.size > 10 else ""))
+        lines.append(
+            f"{'explained share:':<18}"
+            + " ".join(f"{s:.3g}" for s in share[:10])
+            + (" ..." if ev.size > 10 else "")
+        )
         rv = np.asarray(model.residual_variance_)
-        lines.append(f"{'training MSE(k):':<18}" + " ".join(f"{v:.3g}" for v in rv[:11])
-                     + (" ..." if rv.size > 11 else ""))
+        lines.append(
+            f"{'training MSE(k):':<18}"
+            + " ".join(f"{v:.3g}" for v in rv[:11])
+            + (" ..." if rv.size > 11 else "")
+        )
         layout = getattr(model, "xarray_layout_", None)
         if layout:
-            lines.append(f"{'xarray layout:':<18}features along "
-                         f"{layout.get('feature_dim') or 'the Dataset variables'}")
+            lines.append(
+                f"{'xarray layout:':<18}features along "
+                f"{layout.get('feature_dim') or 'the Dataset variables'}"
+            )
     lines.append(f"arrays:           {len(info['arrays'])} (SHA-256 checked)")
     print("\n".join(lines), file=stream)
     return 0
@@ -1013,8 +1207,13 @@ def main(argv=None) -> int:
     except (CommandError, ValueError) as exc:
         # includes the pipeline, cluster-file and model-file errors (ValueError subclasses)
         return _error(exc)
-    except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
-            PermissionError) as exc:
+    except (
+        FileNotFoundError,
+        FileExistsError,
+        IsADirectoryError,
+        NotADirectoryError,
+        PermissionError,
+    ) as exc:
         return _error(exc)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr, flush=True)

@@ -343,8 +343,20 @@ def _jobqueue_options(cls):
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
                 names.add(p.name)
     # set by ppa-dask or meaningless in a file
-    return sorted(names - {"self", "loop", "asynchronous", "job_cls", "security", "scheduler",
-                           "scheduler_cls", "n_workers", "config_name"})
+    return sorted(
+        names
+        - {
+            "self",
+            "loop",
+            "asynchronous",
+            "job_cls",
+            "security",
+            "scheduler",
+            "scheduler_cls",
+            "n_workers",
+            "config_name",
+        }
+    )
 
 
 def _check_scale(config, path):
@@ -362,8 +374,15 @@ def _check_scale(config, path):
                 )
     if "adapt" in config:
         adapt = _expect_mapping(config["adapt"], path, "adapt")
-        allowed = ("minimum", "maximum", "minimum_jobs", "maximum_jobs", "interval",
-                   "wait_count", "target_duration")
+        allowed = (
+            "minimum",
+            "maximum",
+            "minimum_jobs",
+            "maximum_jobs",
+            "interval",
+            "wait_count",
+            "target_duration",
+        )
         _unknown_keys(adapt, allowed, path, "adapt")
 
 
@@ -397,14 +416,21 @@ def read_cluster_config(path, overrides=None):
     except FileNotFoundError:
         raise ClusterConfigError(f"cluster configuration {path!r} does not exist") from None
     except yaml.YAMLError as exc:
-        raise ClusterConfigError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+        raise ClusterConfigError(
+            f"{path}: not valid YAML ({' '.join(str(exc).split())})"
+        ) from None
     base_dir = os.path.dirname(os.path.abspath(path))
     if not isinstance(raw, dict):
         raise ClusterConfigError(f"{path}: expected a mapping at the top, got {raw!r}")
     if raw.get("kind") == "DaskCluster":
         validate_daskcluster(raw, where=path)
-        return {"type": "kubernetes", "spec": raw, "options": dict(overrides or {}),
-                "security": None, "path": path}
+        return {
+            "type": "kubernetes",
+            "spec": raw,
+            "options": dict(overrides or {}),
+            "security": None,
+            "path": path,
+        }
     kind = raw.get("type")
     if kind not in _CONFIG_KEYS:
         raise ClusterConfigError(
@@ -477,8 +503,9 @@ def job_script(path, overrides=None):
     """
     config = read_cluster_config(path, overrides)
     if config["type"] not in _JOBQUEUE_CLASSES:
-        raise ClusterConfigError(f"{path}: job scripts exist for slurm and pbs, not "
-                                 f"{config['type']!r}")
+        raise ClusterConfigError(
+            f"{path}: job scripts exist for slurm and pbs, not {config['type']!r}"
+        )
     cluster = _jobqueue_cluster(config)
     try:
         return cluster.job_script()
@@ -487,8 +514,14 @@ def job_script(path, overrides=None):
 
 
 @contextlib.contextmanager
-def open_client(cluster=None, scheduler=None, n_workers=2, memory_limit="auto",
-                local_directory=None, log_level=logging.WARNING):
+def open_client(
+    cluster=None,
+    scheduler=None,
+    n_workers=2,
+    memory_limit="auto",
+    local_directory=None,
+    log_level=logging.WARNING,
+):
     """Yield a distributed Client for a cluster file, a scheduler address or a LocalCluster.
 
     Parameters
@@ -525,23 +558,29 @@ def open_client(cluster=None, scheduler=None, n_workers=2, memory_limit="auto",
             yield client
         return
     if cluster is None:
-        with local_client(n_workers=n_workers, memory_limit=memory_limit,
-                          local_directory=local_directory, log_level=log_level) as client:
+        with local_client(
+            n_workers=n_workers,
+            memory_limit=memory_limit,
+            local_directory=local_directory,
+            log_level=log_level,
+        ) as client:
             yield client
         return
     config = read_cluster_config(cluster)
     kind = config["type"]
     if kind == "local":
-        options = {"n_workers": n_workers, "memory_limit": memory_limit,
-                   "local_directory": local_directory}
+        options = {
+            "n_workers": n_workers,
+            "memory_limit": memory_limit,
+            "local_directory": local_directory,
+        }
         options.update(config["options"])
         if config["security"] is not None:
             options["security"] = config["security"]
         with local_client(log_level=log_level, **options) as client:
             yield client
     elif kind == "scheduler":
-        with Client(config["address"], security=config["security"],
-                    set_as_default=True) as client:
+        with Client(config["address"], security=config["security"], set_as_default=True) as client:
             yield client
     elif kind == "kubernetes":
         try:
@@ -553,8 +592,9 @@ def open_client(cluster=None, scheduler=None, n_workers=2, memory_limit="auto",
             ) from None
         spec = config["spec"]
         namespace = (spec.get("metadata") or {}).get("namespace")
-        with KubeCluster(custom_cluster_spec=spec, namespace=namespace,
-                         **config["options"]) as kube:
+        with KubeCluster(
+            custom_cluster_spec=spec, namespace=namespace, **config["options"]
+        ) as kube:
             with Client(kube, set_as_default=True) as client:
                 yield client
     else:
@@ -575,8 +615,14 @@ def open_client(cluster=None, scheduler=None, n_workers=2, memory_limit="auto",
 # ---------------------------------------------------------------------------------------------
 
 #: Where dask-kubernetes ships the DaskCluster custom resource definition (fully expanded).
-_DASKCLUSTER_CRD = ("operator", "deployment", "helm", "dask-kubernetes-operator", "crds",
-                    "daskcluster.yaml")
+_DASKCLUSTER_CRD = (
+    "operator",
+    "deployment",
+    "helm",
+    "dask-kubernetes-operator",
+    "crds",
+    "daskcluster.yaml",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -628,7 +674,8 @@ def _schema_errors(value, schema, where, errors):
     if kind is not None:
         expected = _OPENAPI_TYPES[kind]
         bad = not isinstance(value, expected) or (
-            isinstance(value, bool) and kind in ("integer", "number"))
+            isinstance(value, bool) and kind in ("integer", "number")
+        )
         if bad:
             errors.append(f"{where}: expected {kind}, got {type(value).__name__} {value!r}")
             return
@@ -646,8 +693,9 @@ def _schema_errors(value, schema, where, errors):
             elif isinstance(extra, dict):
                 _schema_errors(item, extra, f"{where}.{key}", errors)
             elif props is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
-                errors.append(f"{where}.{key}: unknown field (expected one of "
-                              f"{', '.join(sorted(props))})")
+                errors.append(
+                    f"{where}.{key}: unknown field (expected one of {', '.join(sorted(props))})"
+                )
     elif isinstance(value, list) and "items" in schema:
         for i, item in enumerate(value):
             _schema_errors(item, schema["items"], f"{where}[{i}]", errors)
@@ -668,15 +716,19 @@ def validate_daskcluster(spec, schema=None, where="DaskCluster"):
     """
     errors = []
     if spec.get("apiVersion") != "kubernetes.dask.org/v1":
-        errors.append(f"apiVersion: expected 'kubernetes.dask.org/v1', got "
-                      f"{spec.get('apiVersion')!r}")
+        errors.append(
+            f"apiVersion: expected 'kubernetes.dask.org/v1', got {spec.get('apiVersion')!r}"
+        )
     if spec.get("kind") != "DaskCluster":
         errors.append(f"kind: expected 'DaskCluster', got {spec.get('kind')!r}")
     schema = daskcluster_schema() if schema is None else schema
     if schema is not None:
         # every resource has these; a CRD's schema describes only the rest
-        implicit = {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                    "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+        implicit = {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        }
         schema = dict(schema, properties={**implicit, **schema.get("properties", {})})
         _schema_errors(spec, schema, "", errors)
         errors = [e.lstrip(".") for e in errors]
@@ -687,18 +739,27 @@ def validate_daskcluster(spec, schema=None, where="DaskCluster"):
             errors.append(f"spec.{role}: required")
             continue
         containers = ((part.get("spec") or {}).get("containers")) or []
-        words = [" ".join(map(str, (c.get("command") or []) + (c.get("args") or [])))
-                 for c in containers if isinstance(c, dict)]
+        words = [
+            " ".join(map(str, (c.get("command") or []) + (c.get("args") or [])))
+            for c in containers
+            if isinstance(c, dict)
+        ]
         if not any(f"dask {command}" in w or f"dask-{command}" in w for w in words):
             errors.append(f"spec.{role}.spec.containers: no container runs 'dask {command}'")
         if role == "scheduler":
-            ports = {p.get("name") for c in containers if isinstance(c, dict)
-                     for p in c.get("ports") or []}
+            ports = {
+                p.get("name")
+                for c in containers
+                if isinstance(c, dict)
+                for p in c.get("ports") or []
+            }
             for port in ((part.get("service") or {}).get("ports")) or []:
                 target = port.get("targetPort")
                 if isinstance(target, str) and target not in ports:
-                    errors.append(f"spec.scheduler.service.ports: targetPort {target!r} is not "
-                                  f"a named port of the scheduler container ({sorted(ports)})")
+                    errors.append(
+                        f"spec.scheduler.service.ports: targetPort {target!r} is not "
+                        f"a named port of the scheduler container ({sorted(ports)})"
+                    )
     if errors:
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
         raise ClusterConfigError(f"{where}: " + "; ".join(errors[:3]) + more)
@@ -729,8 +790,11 @@ def step_reporter(stream, label="fit", width=20):
     def report(p, k):
         filled = int(round(width * p / k)) if k else width
         elapsed = time.perf_counter() - start
-        print(f"  {label} [{'#' * filled:<{width}}] step {p} of {k} ({elapsed:.1f} s)",
-              file=stream, flush=True)
+        print(
+            f"  {label} [{'#' * filled:<{width}}] step {p} of {k} ({elapsed:.1f} s)",
+            file=stream,
+            flush=True,
+        )
 
     return report
 
@@ -782,8 +846,10 @@ def _fanout_bar_class():
         def _draw_bar(self, remaining, all, **kwargs):
             frac = (1 - remaining / all) if all else 1.0
             quarter = int(4 * frac)
-            line = (f"  {self._label} [{'#' * int(20 * frac):<20}] {all - remaining} of {all} "
-                    f"tasks ({self.elapsed:.1f} s)")
+            line = (
+                f"  {self._label} [{'#' * int(20 * frac):<20}] {all - remaining} of {all} "
+                f"tasks ({self.elapsed:.1f} s)"
+            )
             if self._tty:
                 self._stream.write("\r" + line)
                 self._stream.flush()

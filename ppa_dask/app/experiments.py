@@ -32,9 +32,8 @@ import time
 import zlib
 
 import numpy as np
-from ppa_dask.datasets import load_paper_dataset
-from ppa_dask.datasets import make_helix
-from ppa_dask.datasets import make_parabolas
+
+from ppa_dask.datasets import load_paper_dataset, make_helix, make_parabolas
 from ppa_dask.geometry.frenet import frenet_serret
 from ppa_dask.geometry.neighbors import make_mahalanobis_knn, make_ppa_knn
 from ppa_dask.information.entropy import multi_information_reduction
@@ -90,7 +89,11 @@ def task_seed(base_seed, *keys):
     >>> task_seed(0, "sat", 3) == task_seed(0, "sat", 3) != task_seed(0, "sat", 4)
     True
     """
-    if isinstance(base_seed, bool) or not isinstance(base_seed, (int, np.integer)) or base_seed < 0:
+    if (
+        isinstance(base_seed, bool)
+        or not isinstance(base_seed, (int, np.integer))
+        or base_seed < 0
+    ):
         raise ValueError(f"base_seed must be an int >= 0, got {base_seed!r}")
     words = [int(base_seed)]
     for key in keys:
@@ -191,13 +194,15 @@ def fit_method(method, X, seed, degrees=PAPER_DEGREES, cv=2, gd_max_iter=20):
     """
     from sklearn.decomposition import PCA
 
-
     if method == "pca":
         model = PCA(n_components=X.shape[1], svd_solver="full")
     elif method in ("ppa", "ppa_gd"):
         model = PPA(
-            degree=tuple(degrees), cv=cv, random_state=seed,
-            leading_vector="gd" if method == "ppa_gd" else "pca", gd_max_iter=gd_max_iter,
+            degree=tuple(degrees),
+            cv=cv,
+            random_state=seed,
+            leading_vector="gd" if method == "ppa_gd" else "pca",
+            gd_max_iter=gd_max_iter,
         )
     else:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -268,11 +273,20 @@ def dimensionality_reduction_task(spec):
     True
     """
     train, test = paper_split(spec["dataset"], spec["seed"], spec.get("max_samples"))
-    out = dict(dataset=spec["dataset"], seed=spec["seed"], n_train=train.shape[0],
-               n_test=test.shape[0], n_features=train.shape[1])
+    out = dict(
+        dataset=spec["dataset"],
+        seed=spec["seed"],
+        n_train=train.shape[0],
+        n_test=test.shape[0],
+        n_features=train.shape[1],
+    )
     for method in spec.get("methods", METHODS):
         model, seconds = fit_method(
-            method, train, spec["seed"], spec.get("degrees", PAPER_DEGREES), spec.get("cv", 2),
+            method,
+            train,
+            spec["seed"],
+            spec.get("degrees", PAPER_DEGREES),
+            spec.get("cv", 2),
             spec.get("gd_max_iter", 20),
         )
         out[method] = dict(
@@ -319,13 +333,18 @@ def multi_information_task(spec):
     delta = {}
     for method in spec.get("methods", METHODS):
         model, _ = fit_method(
-            method, train, spec["seed"], spec.get("degrees", PAPER_DEGREES), spec.get("cv", 2),
+            method,
+            train,
+            spec["seed"],
+            spec.get("degrees", PAPER_DEGREES),
+            spec.get("cv", 2),
             spec.get("gd_max_iter", 20),
         )
         delta[method] = {
             half: {
-                est: multi_information_reduction(data, model, method=est,
-                                                 random_state=entropy_seed)
+                est: multi_information_reduction(
+                    data, model, method=est, random_state=entropy_seed
+                )
                 for est in estimators
             }
             for half, data in (("train", train), ("test", test))
@@ -397,19 +416,37 @@ def helix_geometry_task(spec):
     trim = float(spec.get("trim", 0.05))
     if not 0 <= trim < 0.5:
         raise ValueError(f"trim must be in [0, 0.5), got {trim}")
-    X = make_helix(int(spec.get("n_samples", 2000)), a=a, b=b, noise=noise, n_turns=n_turns,
-                   n_features=d, random_state=spec["seed"])
-    model = PPA(degree=tuple(spec.get("degrees", range(1, 16))), cv=int(spec.get("cv", 2)),
-                random_state=spec["seed"]).fit(X)
+    X = make_helix(
+        int(spec.get("n_samples", 2000)),
+        a=a,
+        b=b,
+        noise=noise,
+        n_turns=n_turns,
+        n_features=d,
+        random_state=spec["seed"],
+    )
+    model = PPA(
+        degree=tuple(spec.get("degrees", range(1, 16))),
+        cv=int(spec.get("cv", 2)),
+        random_state=spec["seed"],
+    ).fit(X)
     alpha = model.transform(X)[:, 0]
     lo, hi = np.quantile(alpha, [trim, 1 - trim])
     inside = (alpha >= lo) & (alpha <= hi)
     _, chi = frenet_serret(model, X[inside], axis=0)
     out = dict(
-        tag=spec.get("tag"), a=a, b=b, noise=noise, n_features=d, seed=spec["seed"],
-        degree=int(model.degrees_[0]), n_points=int(inside.sum()),
+        tag=spec.get("tag"),
+        a=a,
+        b=b,
+        noise=noise,
+        n_features=d,
+        seed=spec["seed"],
+        degree=int(model.degrees_[0]),
+        n_points=int(inside.sum()),
         theory=helix_curvatures(a, b, d),
-        median=np.median(chi, axis=0), mean=chi.mean(axis=0), std=chi.std(axis=0),
+        median=np.median(chi, axis=0),
+        mean=chi.mean(axis=0),
+        std=chi.std(axis=0),
         abs_median=np.median(np.abs(chi), axis=0),
     )
     if spec.get("keep_arrays"):
@@ -432,12 +469,16 @@ def helix_geometry_task(spec):
 
 #: k-NN classifiers compared in Fig. 4.
 KNN_METRICS = ("euclidean", "mahalanobis", "ppa")
-KNN_LABELS = {"euclidean": "Euclidean", "mahalanobis": "Mahalanobis (PCA-whitened)",
-              "ppa": "PPA metric"}
+KNN_LABELS = {
+    "euclidean": "Euclidean",
+    "mahalanobis": "Mahalanobis (PCA-whitened)",
+    "ppa": "PPA metric",
+}
 
 
-def parabola_degree(curvature, seed, n_samples=1000, degrees=PAPER_DEGREES, gap=0.4, noise=0.05,
-                    tolerance=0.01):
+def parabola_degree(
+    curvature, seed, n_samples=1000, degrees=PAPER_DEGREES, gap=0.4, noise=0.05, tolerance=0.01
+):
     """The PPA degree for the two-parabola data, chosen by 2-fold CV on ``n_samples`` points.
 
     The paper fixes the degree of the k-NN experiment this way ("a cross-validation procedure
@@ -458,8 +499,7 @@ def parabola_degree(curvature, seed, n_samples=1000, degrees=PAPER_DEGREES, gap=
     >>> parabola_degree(0.5, seed=0)[0]
     2
     """
-    X, _ = make_parabolas(n_samples, curvature=curvature, gap=gap, noise=noise,
-                          random_state=seed)
+    X, _ = make_parabolas(n_samples, curvature=curvature, gap=gap, noise=noise, random_state=seed)
     degrees = tuple(degrees)
     scores = PPA(degree=degrees, cv=2, random_state=seed).fit(X).cv_scores_[0]
     best = int(np.flatnonzero(scores <= scores.min() * (1 + tolerance))[0])
@@ -491,18 +531,22 @@ def metric_knn_task(spec):
     """
     from sklearn.neighbors import KNeighborsClassifier
 
-
     n_train, n_test = int(spec["n_train"]), int(spec.get("n_test", 2000))
     ks = tuple(int(k) for k in spec["ks"])
-    X, y = make_parabolas(n_train + n_test, curvature=spec["curvature"],
-                          gap=spec.get("gap", 0.4), noise=spec.get("noise", 0.05),
-                          random_state=spec["seed"])
+    X, y = make_parabolas(
+        n_train + n_test,
+        curvature=spec["curvature"],
+        gap=spec.get("gap", 0.4),
+        noise=spec.get("noise", 0.05),
+        random_state=spec["seed"],
+    )
     X_train, y_train, X_test, y_test = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
     pipelines = {
         "euclidean": None,
         "mahalanobis": make_mahalanobis_knn(1).fit(X_train, y_train),
         "ppa": make_ppa_knn(1, degree=int(spec["degree"]), random_state=spec["seed"]).fit(
-            X_train, y_train),
+            X_train, y_train
+        ),
     }
     accuracy = np.full((len(KNN_METRICS), len(ks)), np.nan)
     for i, name in enumerate(KNN_METRICS):
@@ -513,8 +557,15 @@ def metric_knn_task(spec):
             if k <= n_train:
                 knn = KNeighborsClassifier(n_neighbors=k).fit(F_train, y_train)
                 accuracy[i, j] = knn.score(F_test, y_test)
-    return dict(curvature=float(spec["curvature"]), n_train=n_train, n_test=n_test, ks=ks,
-                degree=int(spec["degree"]), seed=spec["seed"], accuracy=accuracy)
+    return dict(
+        curvature=float(spec["curvature"]),
+        n_train=n_train,
+        n_test=n_test,
+        ks=ks,
+        degree=int(spec["degree"]),
+        seed=spec["seed"],
+        accuracy=accuracy,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -555,9 +606,14 @@ def principal_surface_task(spec):
     rel = {}
     for half, data in (("train", train), ("test", test)):
         rel[half] = 100 * reconstruction_mse(ppa, data)[ks] / reconstruction_mse(pca, data)[ks]
-    out = dict(dataset=spec["dataset"], seed=spec["seed"], n_train=train.shape[0],
-               degrees=np.asarray(ppa.degrees_[:3]), train_relative=rel["train"],
-               test_relative=rel["test"])
+    out = dict(
+        dataset=spec["dataset"],
+        seed=spec["seed"],
+        n_train=train.shape[0],
+        degrees=np.asarray(ppa.degrees_[:3]),
+        train_relative=rel["train"],
+        test_relative=rel["test"],
+    )
     if spec.get("keep_model"):
         out["model"] = ppa
     return out

@@ -83,13 +83,11 @@ import time
 
 import numpy as np
 
-from ppa_dask.utils.blas import one_blas_thread
-from ppa_dask import datasets
-from ppa_dask import store
-from ppa_dask.app.cluster import compute_with_progress
-from ppa_dask.app.cluster import step_reporter
+from ppa_dask import datasets, store
+from ppa_dask.app.cluster import compute_with_progress, step_reporter
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
+from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.version import VERSION
 
 __all__ = [
@@ -223,9 +221,14 @@ def _range_check(v):
     text = "null or a list [low, high] of two numbers with low < high"
     if v is None:
         return None
-    if (isinstance(v, list) and len(v) == 2
-            and all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in v)
-            and math.isfinite(v[0]) and math.isfinite(v[1]) and v[0] < v[1]):
+    if (
+        isinstance(v, list)
+        and len(v) == 2
+        and all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in v)
+        and math.isfinite(v[0])
+        and math.isfinite(v[1])
+        and v[0] < v[1]
+    ):
         return [float(v[0]), float(v[1])]
     raise _Bad(text)
 
@@ -283,18 +286,23 @@ _SECTIONS = {
         "mask": {
             "nonfinite": _choice_field(("drop", "error"), default="drop"),
             "valid_range": _Field(
-                "null or a list [low, high] of two numbers with low < high", _range_check, None),
+                "null or a list [low, high] of two numbers with low < high", _range_check, None
+            ),
         },
     },
     "model": {
-        "degree": _Field("an integer >= 1 or a non-empty list of integers >= 1", _degree_check,
-                         default=[1, 2, 3, 4, 5]),
+        "degree": _Field(
+            "an integer >= 1 or a non-empty list of integers >= 1",
+            _degree_check,
+            default=[1, 2, 3, 4, 5],
+        ),
         "cv": _int_field(2, default=2),
         "n_components": _int_field(1, default=None, none=True),
         "whiten": _bool_field(False),
         "extrapolation": _choice_field(("linear", "polynomial"), default="linear"),
-        "residual_cache": _choice_field(("auto", "persist", "checkpoint", "recompute"),
-                                        default="auto"),
+        "residual_cache": _choice_field(
+            ("auto", "persist", "checkpoint", "recompute"), default="auto"
+        ),
     },
     "transform": {
         "components": _int_field(1, default=None, none=True),
@@ -309,10 +317,15 @@ _SECTIONS = {
     },
 }
 _TOP = {
-    "pipeline": _Field(f"{FORMAT_VERSION} (the pipeline format version)",
-                       lambda v: v if v == FORMAT_VERSION and _is_int(v) else _raise(
-                           f"{FORMAT_VERSION} (the pipeline format version)"),
-                       default=FORMAT_VERSION),
+    "pipeline": _Field(
+        f"{FORMAT_VERSION} (the pipeline format version)",
+        lambda v: (
+            v
+            if v == FORMAT_VERSION and _is_int(v)
+            else _raise(f"{FORMAT_VERSION} (the pipeline format version)")
+        ),
+        default=FORMAT_VERSION,
+    ),
     "name": _str_field(pattern=_NAME, what="a name of letters, digits, '.', '_' or '-'"),
     "description": _str_field(default=None, none=True),
     "output": _str_field(default=None, none=True, what="a folder path (string)"),
@@ -342,8 +355,10 @@ def _check_section(raw, fields, where, errors):
         if key not in fields:
             allowed = sorted(fields)
             name = f"{where}.{key}" if where else str(key)
-            errors.append(f"{name}: unknown key{_suggest(str(key), allowed)};"
-                          f" expected one of {', '.join(allowed)}")
+            errors.append(
+                f"{name}: unknown key{_suggest(str(key), allowed)};"
+                f" expected one of {', '.join(allowed)}"
+            )
     for key, field in fields.items():
         name = f"{where}.{key}" if where else key
         if isinstance(field, dict):
@@ -364,10 +379,14 @@ def _check_section(raw, fields, where, errors):
 
 def _dataset_names():
     # the loaders of tables: load_<name>(return_X_y=True) -> (X, y)
-    return sorted(n[len("load_"):] for n in dir(datasets)
-                  if n.startswith("load_") and callable(getattr(datasets, n))
-                  and "return_X_y" in inspect.signature(getattr(datasets, n)).parameters
-                  and n != "load_paper_dataset")
+    return sorted(
+        n[len("load_") :]
+        for n in dir(datasets)
+        if n.startswith("load_")
+        and callable(getattr(datasets, n))
+        and "return_X_y" in inspect.signature(getattr(datasets, n)).parameters
+        and n != "load_paper_dataset"
+    )
 
 
 def _is_url(path):
@@ -381,19 +400,23 @@ def _check_data(raw, errors):
     source = raw.get("source")
     if source not in _SOURCES:
         if "source" not in raw:
-            errors.append("data.source: required; expected one of "
-                          f"{', '.join(map(repr, _SOURCES))}")
+            errors.append(
+                f"data.source: required; expected one of {', '.join(map(repr, _SOURCES))}"
+            )
         else:
-            errors.append(f"data.source: expected one of {', '.join(map(repr, _SOURCES))}, "
-                          f"got {source!r}")
+            errors.append(
+                f"data.source: expected one of {', '.join(map(repr, _SOURCES))}, got {source!r}"
+            )
         return {}
     fields = {**_DATA_COMMON, **_DATA_BY_SOURCE[source]}
     data = _check_section(raw, fields, "data", errors)
     if source == "dataset" and isinstance(data.get("name"), str):
         names = _dataset_names()
         if data["name"] not in names:
-            errors.append(f"data.name: expected a bundled data set ({', '.join(names)}), got "
-                          f"{data['name']!r}{_suggest(data['name'], names)}")
+            errors.append(
+                f"data.name: expected a bundled data set ({', '.join(names)}), got "
+                f"{data['name']!r}{_suggest(data['name'], names)}"
+            )
     if source in ("zarr", "xarray") and isinstance(data.get("path"), str):
         path = data["path"]
         if not _is_url(path) and not os.path.exists(path):
@@ -401,8 +424,12 @@ def _check_data(raw, errors):
     if source == "make_cube" and "params" in data:
         _check_params_against("make_cube", data["params"], "data.params", errors)
     if source == "generated" and "params" in data:
-        for key, instead in (("n_samples", "data.n_samples"), ("n_features", "data.n_features"),
-                             ("kind", "data.kind"), ("random_state", "seed")):
+        for key, instead in (
+            ("n_samples", "data.n_samples"),
+            ("n_features", "data.n_features"),
+            ("kind", "data.kind"),
+            ("random_state", "seed"),
+        ):
             if key in data["params"]:
                 errors.append(f"data.params.{key}: not allowed here; set {instead} instead")
     return data
@@ -417,14 +444,19 @@ def _check_params_against(func_name, params, where, errors):
     sig = inspect.signature(func)
     if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         return
-    allowed = sorted(n for n, p in sig.parameters.items()
-                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-                     and n not in ("path", "random_state", "store", "overwrite"))
+    allowed = sorted(
+        n
+        for n, p in sig.parameters.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and n not in ("path", "random_state", "store", "overwrite")
+    )
     for key in params:
         if key not in allowed:
-            errors.append(f"{where}.{key}: unknown parameter of {func_name}"
-                          f"{_suggest(key, allowed)};"
-                          f" expected one of {', '.join(allowed)}")
+            errors.append(
+                f"{where}.{key}: unknown parameter of {func_name}"
+                f"{_suggest(key, allowed)};"
+                f" expected one of {', '.join(allowed)}"
+            )
 
 
 def validate_pipeline(raw, where="pipeline"):
@@ -456,14 +488,18 @@ def validate_pipeline(raw, where="pipeline"):
     """
     errors = []
     if not isinstance(raw, dict):
-        raise PipelineError(f"{where}: expected a mapping of pipeline settings at the top, got "
-                            f"{type(raw).__name__}")
+        raise PipelineError(
+            f"{where}: expected a mapping of pipeline settings at the top, got "
+            f"{type(raw).__name__}"
+        )
     fields = {**_TOP, "data": None, **_SECTIONS}
     for key in raw:
         if key not in fields:
             allowed = sorted(fields)
-            errors.append(f"{key}: unknown key{_suggest(str(key), allowed)}; expected one of "
-                          f"{', '.join(allowed)}")
+            errors.append(
+                f"{key}: unknown key{_suggest(str(key), allowed)}; expected one of "
+                f"{', '.join(allowed)}"
+            )
     config = _check_section({k: v for k, v in raw.items() if k in _TOP}, _TOP, "", errors)
     if "data" not in raw:
         errors.append("data: required; expected a mapping with a 'source' key")
@@ -475,12 +511,16 @@ def validate_pipeline(raw, where="pipeline"):
     model = config.get("model", {})
     source = config["data"].get("source")
     if config["preprocess"].get("test_fraction") and source in ("xarray", "make_cube"):
-        errors.append(f"preprocess.test_fraction: expected 0 for a cube (data.source {source!r});"
-                      " held-out samples are supported for tables")
+        errors.append(
+            f"preprocess.test_fraction: expected 0 for a cube (data.source {source!r});"
+            " held-out samples are supported for tables"
+        )
     if isinstance(model.get("degree"), list) and len(model["degree"]) == 1:
         model["degree"] = model["degree"][0]
     if errors:
-        more = f" (and {len(errors) - 1} more: {'; '.join(errors[1:4])})" if len(errors) > 1 else ""
+        more = (
+            f" (and {len(errors) - 1} more: {'; '.join(errors[1:4])})" if len(errors) > 1 else ""
+        )
         raise PipelineError(f"{where}: {errors[0]}{more}")
     if config["output"] is None:
         config["output"] = os.path.join("runs", config["name"])
@@ -543,7 +583,7 @@ def fingerprint(path):
     for name in sorted(entries):
         info = entries[name]
         stamp = info.get("mtime") or info.get("LastModified") or info.get("ETag") or ""
-        rel = name[len(root):] if name.startswith(root) else name
+        rel = name[len(root) :] if name.startswith(root) else name
         h.update(f"{rel}\0{info.get('size')}\0{stamp}\n".encode())
     return h.hexdigest()
 
@@ -601,7 +641,8 @@ def pca_reconstruction_errors(X, in_memory_bytes=PCA_IN_MEMORY_BYTES, X_eval=Non
     n, d = X.shape
     same = X_eval is None
     small = 8.0 * n * d <= in_memory_bytes and (
-        same or 8.0 * X_eval.shape[0] * d <= in_memory_bytes)
+        same or 8.0 * X_eval.shape[0] * d <= in_memory_bytes
+    )
     if isinstance(X, np.ndarray) or small:
         from sklearn.decomposition import PCA
 
@@ -611,7 +652,7 @@ def pca_reconstruction_errors(X, in_memory_bytes=PCA_IN_MEMORY_BYTES, X_eval=Non
         with one_blas_thread():  # threaded BLAS is several times slower on this work
             pca = PCA(svd_solver="covariance_eigh").fit(X)
             for start in range(0, E.shape[0], PCA_ERROR_BLOCK_ROWS):
-                block = E[start: start + PCA_ERROR_BLOCK_ROWS]
+                block = E[start : start + PCA_ERROR_BLOCK_ROWS]
                 Z = pca.transform(block)
                 for k in range(d):
                     Zk = Z.copy()
@@ -620,9 +661,11 @@ def pca_reconstruction_errors(X, in_memory_bytes=PCA_IN_MEMORY_BYTES, X_eval=Non
                     sums[k] += float(np.einsum("ij,ij->", R, R))
         eigen = pca.explained_variance_ * ((n - 1) / n)
         tails = np.array([eigen[k:].sum() for k in range(d)])
-        method = ("sklearn PCA(svd_solver='covariance_eigh') fitted on all training samples in "
-                  "memory; MSE_k = mean ||x - inverse_transform(transform(x) with components "
-                  "k+1..d zeroed)||^2")
+        method = (
+            "sklearn PCA(svd_solver='covariance_eigh') fitted on all training samples in "
+            "memory; MSE_k = mean ||x - inverse_transform(transform(x) with components "
+            "k+1..d zeroed)||^2"
+        )
         return sums / E.shape[0], tails, method
     import dask.array as da
 
@@ -633,11 +676,13 @@ def pca_reconstruction_errors(X, in_memory_bytes=PCA_IN_MEMORY_BYTES, X_eval=Non
     eigen, vectors = np.linalg.eigh(scatter / n)
     eigen, vectors = np.maximum(eigen[::-1], 0.0), vectors[:, ::-1]
     tails = np.array([eigen[k:].sum() for k in range(d)])
-    method = ("data too large to load: PCA from the covariance computed with Dask (ddof=0); "
-              "MSE_k = trace of the evaluated samples' second moment about the training mean "
-              "minus its part on the k leading training eigenvectors (on the training data: "
-              "the sum of the discarded eigenvalues, identical to sklearn PCA's "
-              "inverse_transform(transform) error)")
+    method = (
+        "data too large to load: PCA from the covariance computed with Dask (ddof=0); "
+        "MSE_k = trace of the evaluated samples' second moment about the training mean "
+        "minus its part on the k leading training eigenvectors (on the training data: "
+        "the sum of the discarded eigenvalues, identical to sklearn PCA's "
+        "inverse_transform(transform) error)"
+    )
     if same:
         return tails, tails, method
     Ec = X_eval.astype(np.float64) - mean
@@ -776,17 +821,27 @@ class Run:
         for stage in STAGES:
             self._stage(stage)
         self._summary()
-        self.log(f"pipeline {self.config['name']!r}: done in "
-                 f"{time.perf_counter() - t_start:.1f} s "
-                 f"({len(self.skipped)} of {len(STAGES)} stages already complete)")
+        self.log(
+            f"pipeline {self.config['name']!r}: done in "
+            f"{time.perf_counter() - t_start:.1f} s "
+            f"({len(self.skipped)} of {len(STAGES)} stages already complete)"
+        )
         return self.root
 
     def _stage_key(self, stage, external):
         config = {name: self.config.get(name) for name in STAGE_CONFIG[stage]}
         upstream = {name: self.keys[name] for name in STAGE_INPUTS[stage]}
 
-        return _sha256({"format": FORMAT_VERSION, "ppa_dask": VERSION, "stage": stage,
-                        "config": config, "upstream": upstream, "inputs": external})
+        return _sha256(
+            {
+                "format": FORMAT_VERSION,
+                "ppa_dask": VERSION,
+                "stage": stage,
+                "config": config,
+                "upstream": upstream,
+                "inputs": external,
+            }
+        )
 
     def _outputs_unchanged(self, marker, stage_dir):
         outputs = marker.get("outputs")
@@ -807,17 +862,29 @@ class Run:
         key = self._stage_key(stage, external)
         stage_dir = self.dir(stage)
         marker = _read_marker(stage_dir)
-        if (not self.force and marker is not None and marker.get("key") == key
-                and self._outputs_unchanged(marker, stage_dir)):
+        if (
+            not self.force
+            and marker is not None
+            and marker.get("key") == key
+            and self._outputs_unchanged(marker, stage_dir)
+        ):
             self.keys[stage] = key
             self.times[stage] = 0.0
             self.skipped.append(stage)
-            self.log(f"stage {stage}: skipped (complete for this configuration and inputs, "
-                     f"took {marker.get('wall_time_s', 0):.1f} s)")
+            self.log(
+                f"stage {stage}: skipped (complete for this configuration and inputs, "
+                f"took {marker.get('wall_time_s', 0):.1f} s)"
+            )
             return
-        why = ("forced" if self.force else "not run before" if marker is None
-               else "configuration, inputs or outputs changed" if marker.get("key") != key
-               else "outputs changed")
+        why = (
+            "forced"
+            if self.force
+            else "not run before"
+            if marker is None
+            else "configuration, inputs or outputs changed"
+            if marker.get("key") != key
+            else "outputs changed"
+        )
         self.log(f"stage {stage}: started ({why})")
         # a stale or partial folder is removed first: nothing left from an interrupted run
         # can be mistaken for an output
@@ -856,8 +923,12 @@ class Run:
         return {}
 
     def _summary(self):
-        summary = {"pipeline": self.config["name"], "run": self.root,
-                   "stages": {}, "versions": _versions()}
+        summary = {
+            "pipeline": self.config["name"],
+            "run": self.root,
+            "stages": {},
+            "versions": _versions(),
+        }
         for stage in STAGES:
             marker = _read_marker(self.dir(stage)) or {}
             summary["stages"][stage] = {
@@ -909,32 +980,48 @@ class Run:
                 raise PipelineError(
                     f"data.path: {data['path']!r} holds a {getattr(X, 'ndim', '?')}-D "
                     "array; source 'zarr' needs samples x features (use source 'xarray' with "
-                    "a feature_dim for a cube)")
-            self.log(f"  data: {X.shape[0]:,} x {X.shape[1]} Zarr array at {data['path']} "
-                     "(read in place)")
-            _write_json_atomic(self.path("load", "source.json"),
-                               {"path": data["path"], "variable": data["variable"],
-                                "shape": list(X.shape)})
-            return ["source.json"], {"layout": "table", "shape": list(X.shape),
-                                     "feature_names": None}
+                    "a feature_dim for a cube)"
+                )
+            self.log(
+                f"  data: {X.shape[0]:,} x {X.shape[1]} Zarr array at {data['path']} "
+                "(read in place)"
+            )
+            _write_json_atomic(
+                self.path("load", "source.json"),
+                {"path": data["path"], "variable": data["variable"], "shape": list(X.shape)},
+            )
+            return ["source.json"], {
+                "layout": "table",
+                "shape": list(X.shape),
+                "feature_names": None,
+            }
         if source == "xarray":
             cube = _open_source_cube(data["path"], data["variable"])
             dim = data["feature_dim"]
             if dim not in cube.dims:
-                raise PipelineError(f"data.feature_dim: {dim!r} is not a dimension of "
-                                    f"{data['path']!r} (dimensions: {', '.join(cube.dims)})")
+                raise PipelineError(
+                    f"data.feature_dim: {dim!r} is not a dimension of "
+                    f"{data['path']!r} (dimensions: {', '.join(cube.dims)})"
+                )
             self.log(f"  data: cube {dict(cube.sizes)} at {data['path']} (read in place)")
-            _write_json_atomic(self.path("load", "source.json"),
-                               {"path": data["path"], "variable": data["variable"],
-                                "sizes": dict(cube.sizes)})
-            return ["source.json"], {"layout": "cube", "feature_dim": dim,
-                                     "sizes": dict(cube.sizes)}
+            _write_json_atomic(
+                self.path("load", "source.json"),
+                {"path": data["path"], "variable": data["variable"], "sizes": dict(cube.sizes)},
+            )
+            return ["source.json"], {
+                "layout": "cube",
+                "feature_dim": dim,
+                "sizes": dict(cube.sizes),
+            }
         if source == "make_cube":
             ds = datasets.make_cube(random_state=seed, path=out, **data["params"])
             cube = _cube_variable(ds, data["variable"], data["feature_dim"], "make_cube")
             self.log(f"  data: make_cube {dict(cube.sizes)} written to {out}")
-            return ["data.zarr"], {"layout": "cube", "feature_dim": data["feature_dim"],
-                                   "sizes": dict(cube.sizes)}
+            return ["data.zarr"], {
+                "layout": "cube",
+                "feature_dim": data["feature_dim"],
+                "sizes": dict(cube.sizes),
+            }
         import dask.array as da
 
         if source == "dataset":
@@ -948,17 +1035,22 @@ class Run:
                 names = None
             what = f"bundled data set {data['name']!r}"
         else:  # generated
-
             gen = datasets.make_helix if data["kind"] == "helix" else datasets.make_curved_manifold
-            X = gen(data["n_samples"], n_features=data["n_features"], random_state=seed,
-                    **data["params"])
+            X = gen(
+                data["n_samples"],
+                n_features=data["n_features"],
+                random_state=seed,
+                **data["params"],
+            )
             names, what = None, f"generated {data['kind']!r} data"
         rows = min(data["chunk_rows"], X.shape[0])
-        _write_table(da.from_array(X, chunks=(rows, X.shape[1])), out,
-                     attrs={"feature_names": names} if names else None)
+        _write_table(
+            da.from_array(X, chunks=(rows, X.shape[1])),
+            out,
+            attrs={"feature_names": names} if names else None,
+        )
         self.log(f"  data: {what}, {X.shape[0]:,} x {X.shape[1]}, written to {out}")
-        return ["data.zarr"], {"layout": "table", "shape": list(X.shape),
-                               "feature_names": names}
+        return ["data.zarr"], {"layout": "table", "shape": list(X.shape), "feature_names": names}
 
     def _run_preprocess(self):
         layout, data, extra = self._loaded()
@@ -975,11 +1067,10 @@ class Run:
         if rng is None:
             return X
         lo, hi = rng
-        return da.where((X >= lo) & (X <= hi), X, np.nan)
+        return da.where((lo <= X) & (hi >= X), X, np.nan)
 
     def _preprocess_table(self, X, pre, names=None, cube_info=None):
         import dask.array as da
-
 
         X = X.astype(np.float64)
         if X.numblocks[1] != 1:
@@ -988,19 +1079,26 @@ class Run:
         n, d = X.shape
         finite = da.isfinite(X)
         counts, feature_counts, lo, hi = compute_with_progress(
-            finite.all(axis=1).sum(), finite.sum(axis=0),
+            finite.all(axis=1).sum(),
+            finite.sum(axis=0),
             da.nanmin(da.where(finite, X, np.nan), axis=0),
             da.nanmax(da.where(finite, X, np.nan), axis=0),
-            label="preprocess: scan", stream=self.stream)
+            label="preprocess: scan",
+            stream=self.stream,
+        )
         n_valid_any = int(counts)
         empty = np.flatnonzero(np.asarray(feature_counts) == 0)
         kept = np.flatnonzero(np.asarray(feature_counts) > 0)
         if kept.size < 2:
-            raise PipelineError(f"preprocess: only {kept.size} feature(s) hold any finite value; "
-                                "PPA needs at least 2")
+            raise PipelineError(
+                f"preprocess: only {kept.size} feature(s) hold any finite value; "
+                "PPA needs at least 2"
+            )
         if empty.size:
-            self.log(f"  preprocess: features {empty.tolist()} hold no finite value; dropped "
-                     "(restored as NaN in cubes)")
+            self.log(
+                f"  preprocess: features {empty.tolist()} hold no finite value; dropped "
+                "(restored as NaN in cubes)"
+            )
             X = X[:, kept]
         valid = da.isfinite(X).all(axis=1)
         n_valid = int(valid.sum().compute()) if empty.size else n_valid_any
@@ -1008,17 +1106,23 @@ class Run:
         if n_masked and pre["mask"]["nonfinite"] == "error":
             raise PipelineError(
                 f"preprocess.mask.nonfinite is 'error' and {n_masked} of {n} samples hold NaN, "
-                f"inf or out-of-range values (first rows: {_first_false(valid, 5)})")
+                f"inf or out-of-range values (first rows: {_first_false(valid, 5)})"
+            )
         if n_valid < 2:
-            raise PipelineError(f"preprocess: {n_valid} sample(s) without missing values; "
-                                "PPA needs more")
+            raise PipelineError(
+                f"preprocess: {n_valid} sample(s) without missing values; PPA needs more"
+            )
         lo, hi = np.asarray(lo)[kept], np.asarray(hi)[kept]
         if pre["scale"] == "minmax":
             # scaled over the valid samples only (a masked sample's values do not count)
             if n_masked:
                 Xv = da.where(valid[:, None], X, np.nan)
-                lo, hi = compute_with_progress(da.nanmin(Xv, axis=0), da.nanmax(Xv, axis=0),
-                                               label="preprocess: range", stream=self.stream)
+                lo, hi = compute_with_progress(
+                    da.nanmin(Xv, axis=0),
+                    da.nanmax(Xv, axis=0),
+                    label="preprocess: range",
+                    stream=self.stream,
+                )
             width = hi - lo
             constant = np.flatnonzero(width <= 0)
             width = np.where(width > 0, width, 1.0)
@@ -1033,32 +1137,52 @@ class Run:
         if fraction:
             # a row is held out by a hash of (seed, its index): independent of chunking
             held = da.arange(n, chunks=(X.chunks[0],)).map_blocks(
-                _held_out_rows, _split_seed(self.config["seed"]), fraction, dtype=bool)
+                _held_out_rows, _split_seed(self.config["seed"]), fraction, dtype=bool
+            )
             n_test = _write_rows(X, valid & held, rows, self.path("preprocess", "test.zarr"))
             n_train = _write_rows(X, valid & ~held, rows, self.path("preprocess", "samples.zarr"))
             outputs.append("test.zarr")
             if min(n_train, n_test) < 2:
-                raise PipelineError(f"preprocess.test_fraction: {fraction} leaves {n_train} "
-                                    f"training and {n_test} test samples")
+                raise PipelineError(
+                    f"preprocess.test_fraction: {fraction} leaves {n_train} "
+                    f"training and {n_test} test samples"
+                )
         else:
-            n_train, n_test = _write_rows(X, valid if n_masked else None, rows,
-                                          self.path("preprocess", "samples.zarr")), 0
+            n_train, n_test = (
+                _write_rows(
+                    X, valid if n_masked else None, rows, self.path("preprocess", "samples.zarr")
+                ),
+                0,
+            )
         info = {
-            "n_samples": int(n), "n_valid": int(n_valid), "n_masked": int(n_masked),
-            "n_train": int(n_train), "n_test": int(n_test), "test_fraction": fraction,
-            "n_features_in": int(d), "kept_features": kept.tolist(),
-            "dropped_features": empty.tolist(), "constant_features": constant.tolist(),
-            "scale": pre["scale"], "offset": lo.tolist(), "width": width.tolist(),
+            "n_samples": int(n),
+            "n_valid": int(n_valid),
+            "n_masked": int(n_masked),
+            "n_train": int(n_train),
+            "n_test": int(n_test),
+            "test_fraction": fraction,
+            "n_features_in": int(d),
+            "kept_features": kept.tolist(),
+            "dropped_features": empty.tolist(),
+            "constant_features": constant.tolist(),
+            "scale": pre["scale"],
+            "offset": lo.tolist(),
+            "width": width.tolist(),
             "feature_names": ([names[j] for j in kept] if names else None),
         }
         if cube_info:
             info.update(cube_info)
         _write_json_atomic(self.path("preprocess", "preprocess.json"), info)
-        self.log(f"  preprocess: {n_valid:,} of {n:,} samples kept ({n_masked:,} masked), "
-                 f"{kept.size} features, scale {pre['scale']}"
-                 + (f"; {n_test:,} held out for testing" if fraction else ""))
+        self.log(
+            f"  preprocess: {n_valid:,} of {n:,} samples kept ({n_masked:,} masked), "
+            f"{kept.size} features, scale {pre['scale']}"
+            + (f"; {n_test:,} held out for testing" if fraction else "")
+        )
         return outputs, {
-            "n_valid": int(n_valid), "n_masked": int(n_masked), "n_features": int(kept.size)}
+            "n_valid": int(n_valid),
+            "n_masked": int(n_masked),
+            "n_features": int(kept.size),
+        }
 
     def _preprocess_cube(self, cube, feature_dim, pre):
         import xarray as xr
@@ -1067,8 +1191,11 @@ class Run:
         stacked = cube.transpose(*sample_dims, feature_dim)
         table = _dask_data(stacked).reshape((-1, stacked.shape[-1]))
         outputs, info = self._preprocess_table(
-            table, pre, names=[str(v) for v in cube[feature_dim].values],
-            cube_info={"layout": "cube", "feature_dim": feature_dim, "sample_dims": sample_dims})
+            table,
+            pre,
+            names=[str(v) for v in cube[feature_dim].values],
+            cube_info={"layout": "cube", "feature_dim": feature_dim, "sample_dims": sample_dims},
+        )
         meta = self._preprocess_info()
         # the scaled cube (a sample with any missing value entirely NaN), for the fit through
         # the xarray adapter, which leaves such samples out and drops features without data
@@ -1081,8 +1208,9 @@ class Run:
         rng = pre["mask"]["valid_range"]
         if rng is not None:
             scaled = scaled.where((scaled >= rng[0]) & (scaled <= rng[1]))
-        scaled = ((scaled - xr.DataArray(offset, dims=[feature_dim], coords=coord))
-                  / xr.DataArray(width, dims=[feature_dim], coords=coord))
+        scaled = (scaled - xr.DataArray(offset, dims=[feature_dim], coords=coord)) / xr.DataArray(
+            width, dims=[feature_dim], coords=coord
+        )
         kept = scaled.isel({feature_dim: meta["kept_features"]})
         scaled = scaled.where(np.isfinite(kept).all(feature_dim))
         scaled = scaled.transpose(*cube.dims)
@@ -1098,21 +1226,30 @@ class Run:
         meta = self._preprocess_info()
         if meta.get("layout") == "cube":
             cube = _open_cube(self.path("preprocess", "cube.zarr"), "data")
-            self.log(f"  fit: {what} on the cube {dict(cube.sizes)}, features along "
-                     f"{meta['feature_dim']!r} ({meta['n_valid']:,} valid samples)")
-            model.fit(cube, feature_dim=meta["feature_dim"], nan_policy="drop_samples",
-                      progress=progress)
+            self.log(
+                f"  fit: {what} on the cube {dict(cube.sizes)}, features along "
+                f"{meta['feature_dim']!r} ({meta['n_valid']:,} valid samples)"
+            )
+            model.fit(
+                cube, feature_dim=meta["feature_dim"], nan_policy="drop_samples", progress=progress
+            )
         else:
             X = self._samples()
-            self.log(f"  fit: {what} on {X.shape[0]:,} x {X.shape[1]} samples "
-                     f"({X.numblocks[0]} chunks)")
+            self.log(
+                f"  fit: {what} on {X.shape[0]:,} x {X.shape[1]} samples ({X.numblocks[0]} chunks)"
+            )
             model.fit(X, progress=progress)
         _save_model(model, self.path("fit", "model.zarr"))
-        info = {"degrees": [int(g) for g in model.degrees_], "n_passes": int(model.n_passes_),
-                "residual_cache": model.residual_cache_,
-                "explained_variance": np.asarray(model.explained_variance_).tolist()}
-        self.log(f"  fit: degrees {' '.join(map(str, info['degrees']))}, {model.n_passes_} "
-                 f"passes, residual cache {model.residual_cache_}")
+        info = {
+            "degrees": [int(g) for g in model.degrees_],
+            "n_passes": int(model.n_passes_),
+            "residual_cache": model.residual_cache_,
+            "explained_variance": np.asarray(model.explained_variance_).tolist(),
+        }
+        self.log(
+            f"  fit: degrees {' '.join(map(str, info['degrees']))}, {model.n_passes_} "
+            f"passes, residual cache {model.residual_cache_}"
+        )
         return ["model.zarr"], info
 
     def _n_out(self, model):
@@ -1127,13 +1264,14 @@ class Run:
             cube = _open_cube(self.path("preprocess", "cube.zarr"), "data")
             comp = model.transform(cube).isel(component=slice(0, k))
             _write_cube(comp, self.path("transform", "components.zarr"), "components")
-            self.log(f"  transform: {k} component images {dict(comp.sizes)} written "
-                     "(masked samples NaN)")
+            self.log(
+                f"  transform: {k} component images {dict(comp.sizes)} written "
+                "(masked samples NaN)"
+            )
         else:
             X = self._samples()
             R = model.transform(X)[:, :k]
-            _write_table(R, self.path("transform", "components.zarr"),
-                         attrs={"components": k})
+            _write_table(R, self.path("transform", "components.zarr"), attrs={"components": k})
             self.log(f"  transform: {X.shape[0]:,} x {k} components written")
         return ["components.zarr"], {"components": int(k)}
 
@@ -1149,28 +1287,43 @@ class Run:
         for label, data in sets:
             ppa_errors = np.asarray(model.reconstruction_errors(data), dtype=float)
             ks = list(range(1, len(ppa_errors)))
-            part = {"n_samples": int(data.shape[0]), "k": ks,
-                    "ppa_mse": [float(ppa_errors[k]) for k in ks],
-                    "total_variance": float(ppa_errors[0])}
+            part = {
+                "n_samples": int(data.shape[0]),
+                "k": ks,
+                "ppa_mse": [float(ppa_errors[k]) for k in ks],
+                "total_variance": float(ppa_errors[0]),
+            }
             if self.config["evaluate"]["pca"]:
                 pca_errors, _, method = pca_reconstruction_errors(
-                    X, X_eval=None if label == "train" else data)
+                    X, X_eval=None if label == "train" else data
+                )
                 rows = error_rows(pca_errors, ppa_errors, ks)
-                where = ("the preprocessed training samples (the fit's own)" if label == "train"
-                         else "the held-out test samples (models fitted on the training samples)")
-                caption = ("MSE: mean over samples of the squared Euclidean reconstruction error "
-                           f"summed over features, on {where}. PCA: {method}. PPA: "
-                           "PPA.reconstruction_errors (one pass).")
+                where = (
+                    "the preprocessed training samples (the fit's own)"
+                    if label == "train"
+                    else "the held-out test samples (models fitted on the training samples)"
+                )
+                caption = (
+                    "MSE: mean over samples of the squared Euclidean reconstruction error "
+                    f"summed over features, on {where}. PCA: {method}. PPA: "
+                    "PPA.reconstruction_errors (one pass)."
+                )
                 stem = "reconstruction_error" + ("" if label == "train" else "_test")
                 write_error_csv(os.path.join(ev, f"{stem}.csv"), rows)
-                write_error_markdown(os.path.join(ev, f"{stem}.md"), rows, float(pca_errors[0]),
-                                     caption)
+                write_error_markdown(
+                    os.path.join(ev, f"{stem}.md"), rows, float(pca_errors[0]), caption
+                )
                 outputs += [f"{stem}.csv", f"{stem}.md"]
-                part.update(pca_mse=[r[1] for r in rows],
-                            ppa_over_pca_percent=[r[3] for r in rows], pca_method=method)
+                part.update(
+                    pca_mse=[r[1] for r in rows],
+                    ppa_over_pca_percent=[r[3] for r in rows],
+                    pca_method=method,
+                )
                 self.log.plain()
-                self.log.plain(f"Reconstruction error with k components, {label} "
-                               f"({data.shape[0]:,} samples, d={data.shape[1]}):")
+                self.log.plain(
+                    f"Reconstruction error with k components, {label} "
+                    f"({data.shape[0]:,} samples, d={data.shape[1]}):"
+                )
                 self.log.plain(format_error_table(rows))
                 self.log.plain()
             result[label] = part
@@ -1189,8 +1342,9 @@ class Run:
         with open(self.path("evaluate", "reconstruction_error.json")) as f:
             errors = json.load(f)
         relative = all("pca_mse" in part for part in errors.values())
-        fig, axes = plt.subplots(1, 2 if relative else 1, figsize=(9 if relative else 5, 3.5),
-                                 squeeze=False)
+        fig, axes = plt.subplots(
+            1, 2 if relative else 1, figsize=(9 if relative else 5, 3.5), squeeze=False
+        )
         ax = axes[0, 0]
         for label, part in errors.items():
             ax.plot(part["k"], part["ppa_mse"], "o-", label=f"PPA, {label}")
@@ -1303,7 +1457,6 @@ def open_zarr_dataset(path):
 
     import xarray as xr
 
-
     if not _is_url(path) and not os.path.exists(path):
         raise FileNotFoundError(f"no Zarr store at {path!r}")
     try:
@@ -1322,23 +1475,30 @@ def _open_source_cube(path, variable):
     names = list(ds.data_vars)
     if variable is None:
         if len(names) != 1:
-            raise PipelineError(f"data.variable: {path!r} holds {len(names)} variables "
-                                f"({', '.join(names)}); name one")
+            raise PipelineError(
+                f"data.variable: {path!r} holds {len(names)} variables "
+                f"({', '.join(names)}); name one"
+            )
         variable = names[0]
     if variable not in ds.data_vars:
-        raise PipelineError(f"data.variable: {variable!r} is not a variable of {path!r} "
-                            f"(variables: {', '.join(names)})")
+        raise PipelineError(
+            f"data.variable: {variable!r} is not a variable of {path!r} "
+            f"(variables: {', '.join(names)})"
+        )
     return ds[variable]
 
 
 def _cube_variable(ds, variable, feature_dim, where):
     if variable not in ds.data_vars:
-        raise PipelineError(f"data.variable: {where} made no variable {variable!r} "
-                            f"(variables: {', '.join(ds.data_vars)})")
+        raise PipelineError(
+            f"data.variable: {where} made no variable {variable!r} "
+            f"(variables: {', '.join(ds.data_vars)})"
+        )
     cube = ds[variable]
     if feature_dim not in cube.dims:
-        raise PipelineError(f"data.feature_dim: {variable!r} has dimensions {cube.dims}, not "
-                            f"{feature_dim!r}")
+        raise PipelineError(
+            f"data.feature_dim: {variable!r} has dimensions {cube.dims}, not {feature_dim!r}"
+        )
     return cube
 
 

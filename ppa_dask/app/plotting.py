@@ -68,8 +68,19 @@ def _check_dims(dims, n_components, what, limit_len):
     return tuple(int(p) for p in dims)
 
 
-def principal_grids(model, X, dims=(0, 1), n_lines=7, n_points=200, input_dims=(0, 1), ax=None,
-                    path=None, quantiles=(0.01, 0.99), max_scatter=5000, random_state=0):
+def principal_grids(
+    model,
+    X,
+    dims=(0, 1),
+    n_lines=7,
+    n_points=200,
+    input_dims=(0, 1),
+    ax=None,
+    path=None,
+    quantiles=(0.01, 0.99),
+    max_scatter=5000,
+    random_state=0,
+):
     """Draw the inverted uniform grid of PPA dimensions ``dims`` over the data (Fig. 7).
 
     The data are drawn in blue, the grid lines in grey, and the principal curve (the line of
@@ -153,9 +164,9 @@ def principal_grids(model, X, dims=(0, 1), n_lines=7, n_points=200, input_dims=(
     if len(dims) > 1:
         for i, p in enumerate(dims):
             others = [j for j in range(len(dims)) if j != i]
-            for values in np.array(np.meshgrid(*levels[others], indexing="ij")).reshape(
-                len(others), -1
-            ).T:
+            for values in (
+                np.array(np.meshgrid(*levels[others], indexing="ij")).reshape(len(others), -1).T
+            ):
                 coef = np.zeros((n_points, m))
                 coef[:, p] = fine[i]
                 for j, value in zip(others, values):
@@ -177,8 +188,12 @@ def principal_grids(model, X, dims=(0, 1), n_lines=7, n_points=200, input_dims=(
     cols = list(input_dims)
     ax.scatter(*shown[:, cols].T, s=2, color="tab:blue", alpha=0.3, label="data")
     for k, line in enumerate(lines):
-        ax.plot(*line[:, cols].T, color="0.45", lw=0.8,
-                label=f"PPA dims {tuple(p + 1 for p in dims)} grid" if k == 0 else None)
+        ax.plot(
+            *line[:, cols].T,
+            color="0.45",
+            lw=0.8,
+            label=f"PPA dims {tuple(p + 1 for p in dims)} grid" if k == 0 else None,
+        )
     ax.plot(*curve[:, cols].T, color="red", lw=2, label=f"PPA dim {dims[0] + 1} curve")
     ax.set_xlabel(f"x{cols[0] + 1}")
     ax.set_ylabel(f"x{cols[1] + 1}")

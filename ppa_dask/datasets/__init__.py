@@ -12,6 +12,9 @@ cube (:mod:`.cube`: band x y x x spectra with clouds), the two parabolas of the 
 
 from ppa_dask.datasets.cube import cube_wavelengths, make_cube
 from ppa_dask.datasets.loaders import (
+    PAPER_DATASETS,
+    PAPER_SHAPES,
+    SEGMENTATION_DROPPED,
     load_abalone,
     load_breast_cancer_wisconsin,
     load_covid_italy,
@@ -24,9 +27,6 @@ from ppa_dask.datasets.loaders import (
     load_sat,
     load_segmentation,
     load_vehicles,
-    PAPER_DATASETS,
-    PAPER_SHAPES,
-    SEGMENTATION_DROPPED,
 )
 from ppa_dask.datasets.synthetic import (
     curved_manifold_eigenvalues,

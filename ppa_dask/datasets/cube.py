@@ -30,9 +30,10 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+
+from ppa_dask.store.model_files import open_dataset, write_dataset
 from ppa_dask.utils.params import check_float, check_int
 from ppa_dask.utils.seeds import resolve_seed
-from ppa_dask.store.model_files import open_dataset, write_dataset
 
 __all__ = ["make_cube", "cube_wavelengths"]
 
@@ -57,8 +58,12 @@ def _endmembers(lam):
     red_edge = _sigmoid((lam - 715.0) / 18.0) * (1.0 - 0.55 * _sigmoid((lam - 1350.0) / 150.0))
     veg = 0.04 + 0.05 * g(-(((lam - 550.0) / 40.0) ** 2)) + 0.42 * red_edge
     soil = 0.10 + 0.25 * (1.0 - g(-(lam - 400.0) / 700.0))
-    water = (0.35 * g(-(((lam - 970.0) / 45.0) ** 2)) + 1.0 * g(-(((lam - 1450.0) / 70.0) ** 2))
-             + 1.5 * g(-(((lam - 1940.0) / 90.0) ** 2)) + 0.4 * _sigmoid((lam - 2250.0) / 80.0))
+    water = (
+        0.35 * g(-(((lam - 970.0) / 45.0) ** 2))
+        + 1.0 * g(-(((lam - 1450.0) / 70.0) ** 2))
+        + 1.5 * g(-(((lam - 1940.0) / 90.0) ** 2))
+        + 0.4 * _sigmoid((lam - 2250.0) / 80.0)
+    )
     return veg, soil, water
 
 
@@ -94,13 +99,15 @@ class _CubeModel:
         self.n_dates = 1 if n_times is None else n_times
         self.cloud_fraction = cloud_fraction
         # the fields are about standard normal: this quantile leaves ~cloud_fraction above it
-        self.cloud_threshold = (float(norm.ppf(1.0 - cloud_fraction)) if cloud_fraction > 0
-                                else np.inf)
+        self.cloud_threshold = (
+            float(norm.ppf(1.0 - cloud_fraction)) if cloud_fraction > 0 else np.inf
+        )
         self.veg_field = _Field(seed, _STREAMS["vegetation"], length)
         self.moist_field = _Field(seed, _STREAMS["moisture"], length)
         self.shade_field = _Field(seed, _STREAMS["shade"], length)
-        self.cloud_fields = [_Field(seed, _STREAMS["cloud"], cloud_length, t)
-                             for t in range(self.n_dates)]
+        self.cloud_fields = [
+            _Field(seed, _STREAMS["cloud"], cloud_length, t) for t in range(self.n_dates)
+        ]
         self.veg, self.soil, self.water = _endmembers(cube_wavelengths(n_bands))
         rng = np.random.default_rng(np.random.SeedSequence([seed, _STREAMS["season"]]))
         self.season_phase = float(rng.uniform(0, 2 * np.pi))
@@ -122,12 +129,15 @@ class _CubeModel:
         """(bands, rows, cols) reflectance, NaN under clouds."""
         f, m, s, cloud = self.latents(t, y, x)
         w = self.water[:, None, None]
-        r = s * (f * self.veg[:, None, None] * np.exp(-2.0 * m * w)
-                 + (1.0 - f) * self.soil[:, None, None] * (1.0 - 0.3 * m) * np.exp(-0.8 * m * w))
+        r = s * (
+            f * self.veg[:, None, None] * np.exp(-2.0 * m * w)
+            + (1.0 - f) * self.soil[:, None, None] * (1.0 - 0.3 * m) * np.exp(-0.8 * m * w)
+        )
         if self.noise > 0:
             for i, row in enumerate(y):
                 rng = np.random.default_rng(
-                    np.random.SeedSequence([self.seed, _NOISE_STREAM, t, int(row)]))
+                    np.random.SeedSequence([self.seed, _NOISE_STREAM, t, int(row)])
+                )
                 # the whole image row is drawn, then the chunk's columns taken: chunk-independent
                 r[:, i, :] += self.noise * rng.standard_normal((self.n_bands, self.nx))[:, x]
         r[:, cloud] = np.nan
@@ -163,8 +173,9 @@ def _normalise_chunks(chunks, dims, shape):
     if isinstance(chunks, numbers.Integral) and not isinstance(chunks, bool):
         chunks = {"y": int(chunks)}
     if not isinstance(chunks, dict):
-        raise ValueError(f"chunks must be None, an int (rows of y) or a dict by dimension, "
-                         f"got {chunks!r}")
+        raise ValueError(
+            f"chunks must be None, an int (rows of y) or a dict by dimension, got {chunks!r}"
+        )
     unknown = set(chunks) - set(dims)
     if unknown:
         raise ValueError(f"chunks names unknown dimension(s) {sorted(unknown)}; dims: {dims}")
@@ -176,9 +187,20 @@ def _normalise_chunks(chunks, dims, shape):
     return tuple(out)
 
 
-def make_cube(n_bands=32, ny=64, nx=64, n_times=None, noise=0.005, cloud_fraction=0.15,
-              random_state=None, chunks=None, dtype="float32", field_scale=None, path=None,
-              overwrite=False):
+def make_cube(
+    n_bands=32,
+    ny=64,
+    nx=64,
+    n_times=None,
+    noise=0.005,
+    cloud_fraction=0.15,
+    random_state=None,
+    chunks=None,
+    dtype="float32",
+    field_scale=None,
+    path=None,
+    overwrite=False,
+):
     """Synthetic hyperspectral-like cube: spectra that are smooth nonlinear functions of three
     latent fields (vegetation fraction, moisture, illumination) plus noise, with cloud gaps.
 
@@ -246,8 +268,11 @@ def make_cube(n_bands=32, ny=64, nx=64, n_times=None, noise=0.005, cloud_fractio
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype("float32"), np.dtype("float64")):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype}")
-    length = max(ny, nx) / 6.0 if field_scale is None else check_float(
-        "field_scale", field_scale, minimum=0.0, strict=True)
+    length = (
+        max(ny, nx) / 6.0
+        if field_scale is None
+        else check_float("field_scale", field_scale, minimum=0.0, strict=True)
+    )
     seed = resolve_seed(random_state)
     model = _CubeModel(seed, n_bands, nx, n_times, noise, cloud_fraction, length, length / 2.0)
 
@@ -270,15 +295,26 @@ def make_cube(n_bands=32, ny=64, nx=64, n_times=None, noise=0.005, cloud_fractio
     ]
     for name, dims, shape, dt in specs:
         if cube_chunks is None:
-            data = _band_block(model, name, dt, time_axis, block_info={
-                None: {"array-location": [(0, s) for s in shape]}})
+            data = _band_block(
+                model,
+                name,
+                dt,
+                time_axis,
+                block_info={None: {"array-location": [(0, s) for s in shape]}},
+            )
         else:
             import dask.array as da
 
             ch = tuple(c for dim, c in zip(cube_dims, cube_chunks) if dim in dims)
             data = da.map_blocks(
-                _band_block, model, name, dt, time_axis, chunks=da.core.normalize_chunks(ch, shape),
-                dtype=dt, meta=np.empty((0,) * len(shape), dtype=dt),
+                _band_block,
+                model,
+                name,
+                dt,
+                time_axis,
+                chunks=da.core.normalize_chunks(ch, shape),
+                dtype=dt,
+                meta=np.empty((0,) * len(shape), dtype=dt),
             )
         variables[name] = (dims, data)
 
@@ -290,7 +326,8 @@ def make_cube(n_bands=32, ny=64, nx=64, n_times=None, noise=0.005, cloud_fractio
     }
     if time_axis:
         coords["time"] = (np.datetime64("2020-01", "M") + np.arange(n_times)).astype(
-            "datetime64[ns]")
+            "datetime64[ns]"
+        )
     attrs = {
         "generator": "ppa_dask.datasets.make_cube",
         "random_state": seed,
@@ -307,4 +344,3 @@ def make_cube(n_bands=32, ny=64, nx=64, n_times=None, noise=0.005, cloud_fractio
 
     written = write_dataset(ds, path, overwrite=overwrite)
     return open_dataset(written)
-

@@ -124,8 +124,7 @@ def _raw_bytes(name: str) -> bytes:
         raw = decompress(blob)
     except (lzma.LZMAError, OSError, EOFError) as exc:
         raise ValueError(
-            f"bundled data file {bundled!r} cannot be decompressed ({exc}); "
-            "reinstall ppa-dask"
+            f"bundled data file {bundled!r} cannot be decompressed ({exc}); reinstall ppa-dask"
         ) from exc
     digest = hashlib.sha256(raw).hexdigest()
     if digest != _SHA256[name]:
@@ -170,9 +169,7 @@ def _split_rows(
             continue
         fields = [f.strip() for f in line.split(sep)] if sep else line.split()
         if len(fields) != n_fields:
-            raise ValueError(
-                f"{source} line {i}: expected {n_fields} fields, found {len(fields)}"
-            )
+            raise ValueError(f"{source} line {i}: expected {n_fields} fields, found {len(fields)}")
         rows.append(fields)
         numbers.append(i)
     return rows, numbers
@@ -460,9 +457,7 @@ def _segmentation_file(name: str):
     return names, X, y
 
 
-def load_segmentation(
-    *, subset: str = "all", all_features: bool = False, return_X_y: bool = True
-):
+def load_segmentation(*, subset: str = "all", all_features: bool = False, return_X_y: bool = True):
     """Image Segmentation (UCI): 3x3 regions of 7 outdoor images, 7 classes.
 
     Files ``segmentation.data`` (210 rows) and ``segmentation.test`` (2100
@@ -606,8 +601,7 @@ def load_paper_dataset(name: str, **kwargs):
     """
     if not isinstance(name, str) or name not in _PAPER_LOADERS:
         raise ValueError(
-            f"unknown PPA paper data set {name!r}; expected one of "
-            f"{', '.join(PAPER_DATASETS)}"
+            f"unknown PPA paper data set {name!r}; expected one of {', '.join(PAPER_DATASETS)}"
         )
     return _PAPER_LOADERS[name](**kwargs)
 
@@ -808,8 +802,7 @@ def _as_day(name: str, value) -> np.datetime64:
         if day is not None and not np.isnat(day):
             return day
     raise ValueError(
-        f"{name} must be a date ('YYYY-MM-DD', datetime.date or numpy.datetime64); "
-        f"got {value!r}"
+        f"{name} must be a date ('YYYY-MM-DD', datetime.date or numpy.datetime64); got {value!r}"
     )
 
 

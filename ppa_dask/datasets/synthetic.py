@@ -51,6 +51,7 @@ import uuid
 from collections.abc import Iterator
 
 import numpy as np
+
 from ppa_dask.utils.params import check_float, check_int
 from ppa_dask.utils.seeds import resolve_seed
 
@@ -227,7 +228,7 @@ def _pad_allowed(m) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _pad_indices(n_pads: int) -> tuple:
     """Multi-indices (a, b, c) of the padding polynomials.
 
@@ -240,11 +241,7 @@ def _pad_indices(n_pads: int) -> tuple:
     seen = set(out)
     degree = 2
     while len(out) < n_pads:
-        cands = [
-            (a, b, degree - a - b)
-            for a in range(degree + 1)
-            for b in range(degree + 1 - a)
-        ]
+        cands = [(a, b, degree - a - b) for a in range(degree + 1) for b in range(degree + 1 - a)]
         cands.sort(key=lambda m: (-m[2], -m[0]))
         for m in cands:
             if _pad_allowed(m) and m not in seen:
@@ -286,9 +283,7 @@ def _curved_noiseless(v: np.ndarray, n_features: int) -> np.ndarray:
         deg = max(max(m) for m in idx)
         tables = [_legendre_table(v[:, j], deg) for j in range(3)]
         for k, (a, b, c) in enumerate(idx):
-            y[:, 4 + k] = (
-                _PAD_SCALE * _PAD_DECAY**k * tables[0][a] * tables[1][b] * tables[2][c]
-            )
+            y[:, 4 + k] = _PAD_SCALE * _PAD_DECAY**k * tables[0][a] * tables[1][b] * tables[2][c]
     return y
 
 
@@ -335,9 +330,7 @@ _ALIASES = {
 
 def _get_kind(kind, name="kind") -> _Kind:
     if not isinstance(kind, str) or kind not in _ALIASES:
-        raise ValueError(
-            f"{name} must be one of {sorted(set(_ALIASES))}, got {kind!r}"
-        )
+        raise ValueError(f"{name} must be one of {sorted(set(_ALIASES))}, got {kind!r}")
     return _KINDS[_ALIASES[kind]]
 
 
@@ -897,9 +890,7 @@ def write_zarr(
         raise ValueError(f"path {path!r} has no final component")
     if os.path.lexists(path):
         if not overwrite:
-            raise ValueError(
-                f"path {path!r} already exists; pass overwrite=True to replace it"
-            )
+            raise ValueError(f"path {path!r} already exists; pass overwrite=True to replace it")
         if not _looks_like_zarr(path):
             raise ValueError(
                 f"path {path!r} exists and does not look like a Zarr store; "

@@ -15,4 +15,9 @@ from ppa_dask.ensemble.bagging import (
     MemberSpec,
 )
 
-__all__ = ["FeatureBaggingRegressor", "FeatureBaggingClassifier", "FeatureBaggingPPA", "MemberSpec"]
+__all__ = [
+    "FeatureBaggingRegressor",
+    "FeatureBaggingClassifier",
+    "FeatureBaggingPPA",
+    "MemberSpec",
+]

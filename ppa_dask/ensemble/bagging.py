@@ -53,16 +53,16 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ppa_dask.ppa.estimator import PPA
+from ppa_dask.ppa.kernels import row_hash
+from ppa_dask.ppa.multifit import fit_members_shared_scans
+from ppa_dask.store.members import MemberStore, fingerprint
+from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import current_client
 from ppa_dask.utils.fanout import run_tasks
-from ppa_dask.store.members import MemberStore, fingerprint
-from ppa_dask.ppa.kernels import row_hash
-from ppa_dask.ppa.estimator import PPA
-from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.params import is_int, is_real
 from ppa_dask.utils.seeds import set_random_state
-from ppa_dask.ppa.multifit import fit_members_shared_scans
 
 __all__ = [
     "FeatureBaggingRegressor",
@@ -198,8 +198,16 @@ class BagPlan:
         (a single, non-bagged estimator).
     """
 
-    def __init__(self, seed, n_samples, n_features, n_estimators, n_features_per_member,
-                 samples=None, own_seeds=True):
+    def __init__(
+        self,
+        seed,
+        n_samples,
+        n_features,
+        n_estimators,
+        n_features_per_member,
+        samples=None,
+        own_seeds=True,
+    ):
         self.seed = int(seed)
         self.n_samples = int(n_samples)
         self.n_features = int(n_features)
@@ -229,8 +237,9 @@ class BagPlan:
             return MemberSpec(b, features, samples=samples, seed=seed)
         if self.sampling == "hash":
             row_seed = _draw_seed(self.seed, b, _ROW_HASH, high=2**63)
-            return MemberSpec(b, features, seed=seed, row_seed=row_seed,
-                              row_fraction=float(self.samples))
+            return MemberSpec(
+                b, features, seed=seed, row_seed=row_seed, row_fraction=float(self.samples)
+            )
         return MemberSpec(b, features, seed=seed)
 
     def members(self):
@@ -248,8 +257,9 @@ class BagPlan:
             order = _rng(self.seed, b, _FEATURES_REDRAWN, j).permutation(self.n_features)
             seed = _draw_seed(self.seed, b, _SEED_REDRAWN_F, j)
         features = np.sort(order[order != j][:keep])
-        return MemberSpec(b, features, spec.samples, seed, spec.row_seed, spec.row_fraction,
-                          spec.excluded_rows)
+        return MemberSpec(
+            b, features, spec.samples, seed, spec.row_seed, spec.row_fraction, spec.excluded_rows
+        )
 
     def without_instance(self, spec, i, coupling):
         """Member ``spec`` refitted on the data without row ``i``."""
@@ -275,8 +285,9 @@ class BagPlan:
                 row_seed = _draw_seed(self.seed, b, _ROW_HASH_REDRAWN, i, high=2**63)
             return MemberSpec(b, spec.features, None, seed, row_seed, spec.row_fraction, (int(i),))
         # every row: drop row i
-        return MemberSpec(b, spec.features, None, seed, None, 1.0,
-                          tuple(spec.excluded_rows) + (int(i),))
+        return MemberSpec(
+            b, spec.features, None, seed, None, 1.0, tuple(spec.excluded_rows) + (int(i),)
+        )
 
     def without(self, spec, axis, index, coupling):
         if axis == "feature":
@@ -375,9 +386,7 @@ def resolve_max_features(max_features, n_features):
     if is_real(max_features):
         q = float(max_features)
         if not 0.0 < q <= 1.0:
-            raise ValueError(
-                f"max_features as a ratio q must lie in (0, 1], got {max_features!r}"
-            )
+            raise ValueError(f"max_features as a ratio q must lie in (0, 1], got {max_features!r}")
         return max(1, min(n_features, int(np.floor(q * n_features + 0.5))))
     raise TypeError(f"max_features must be a float in (0, 1] or an int, got {max_features!r}")
 
@@ -410,8 +419,9 @@ def resolve_max_samples(max_samples, n_samples, as_fraction=False):
 
 def check_n_estimators(n_estimators):
     if not is_int(n_estimators) or n_estimators < 1:
-        raise ValueError(f"n_estimators (the number of bags B) must be an int >= 1, got "
-                         f"{n_estimators!r}")
+        raise ValueError(
+            f"n_estimators (the number of bags B) must be an int >= 1, got {n_estimators!r}"
+        )
     return int(n_estimators)
 
 
@@ -433,8 +443,9 @@ def resolve_seed(random_state):
         return int(random_state.randint(_SEED_MAX))
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(_SEED_MAX))
-    raise TypeError(f"random_state must be None, an int or a numpy random generator, got "
-                    f"{random_state!r}")
+    raise TypeError(
+        f"random_state must be None, an int or a numpy random generator, got {random_state!r}"
+    )
 
 
 def _describe(value):
@@ -503,7 +514,8 @@ class _FeatureBagging(BaseEstimator):
 
     def _identity(self, seed, data_key):
         params = {
-            k: _describe(v) for k, v in sorted(self.get_params(deep=False).items())
+            k: _describe(v)
+            for k, v in sorted(self.get_params(deep=False).items())
             if k not in self._not_in_identity
         }
         if params.get("estimator") is None:
@@ -532,8 +544,13 @@ class _FeatureBagging(BaseEstimator):
         todo = [pos for pos, m in enumerate(members) if m is None]
         client = current_client()
         tasks = run_tasks(
-            _fit_member_task, [specs[pos] for pos in todo], (X, y, template), client=client,
-            retries=self.retries, label=f"{type(self).__name__} members", verbose=self.verbose,
+            _fit_member_task,
+            [specs[pos] for pos in todo],
+            (X, y, template),
+            client=client,
+            retries=self.retries,
+            label=f"{type(self).__name__} members",
+            verbose=self.verbose,
         )
         for k, estimator in tasks:
             pos = todo[k]
@@ -571,8 +588,15 @@ class _FeatureBagging(BaseEstimator):
         self._check_not_dask(X)
         self._validate_y(X, y)
         allow_nan = self._members_allow_nan()
-        X, y = validate_data(self, X, y, reset=True, multi_output=True, y_numeric=y_numeric,
-                             ensure_all_finite="allow-nan" if allow_nan else True)
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            reset=True,
+            multi_output=True,
+            y_numeric=y_numeric,
+            ensure_all_finite="allow-nan" if allow_nan else True,
+        )
         if y.ndim == 2 and y.shape[1] == 1:
             from sklearn.utils.validation import column_or_1d
 
@@ -605,8 +629,10 @@ class _FeatureBagging(BaseEstimator):
         X = np.asarray(X, dtype=np.float64) if X.dtype.kind not in "fc" else X
         specs = self._specs_for_output()
         with one_blas_thread():
-            return [member_output(self._kind, est, spec, X, width)
-                    for est, spec in zip(self.estimators_, specs)]
+            return [
+                member_output(self._kind, est, spec, X, width)
+                for est, spec in zip(self.estimators_, specs)
+            ]
 
     def _specs_for_output(self):
         return [MemberSpec(b, f) for b, f in enumerate(self.estimators_features_)]
@@ -628,8 +654,18 @@ def _fit_member_task(spec, X, y, template):
 class _SklearnBagging(_FeatureBagging):
     """Regressor and classifier: any scikit-learn estimator as the member."""
 
-    def __init__(self, estimator=None, n_estimators=10, max_features=0.5, max_samples=None,
-                 coupling="shared", random_state=None, store=None, retries=2, verbose=0):
+    def __init__(
+        self,
+        estimator=None,
+        n_estimators=10,
+        max_features=0.5,
+        max_samples=None,
+        coupling="shared",
+        random_state=None,
+        store=None,
+        retries=2,
+        verbose=0,
+    ):
         self.estimator = estimator
         self.n_estimators = n_estimators
         self.max_features = max_features
@@ -770,12 +806,25 @@ class FeatureBaggingRegressor(RegressorMixin, _SklearnBagging):
             if X.numblocks[1] != 1:
                 X = X.rechunk({1: -1})
             if self.n_outputs_ == 1:
-                return X.map_blocks(_call_method, self, "predict", drop_axis=1,
-                                    dtype=np.float64, meta=np.empty((0,)))
-            return X.map_blocks(_call_method, self, "predict", dtype=np.float64,
-                                chunks=(X.chunks[0], (self.n_outputs_,)), meta=np.empty((0, 0)))
-        total, count = accumulate(self._member_outputs(X, self.n_outputs_), X.shape[0],
-                                  self.n_outputs_)
+                return X.map_blocks(
+                    _call_method,
+                    self,
+                    "predict",
+                    drop_axis=1,
+                    dtype=np.float64,
+                    meta=np.empty((0,)),
+                )
+            return X.map_blocks(
+                _call_method,
+                self,
+                "predict",
+                dtype=np.float64,
+                chunks=(X.chunks[0], (self.n_outputs_,)),
+                meta=np.empty((0, 0)),
+            )
+        total, count = accumulate(
+            self._member_outputs(X, self.n_outputs_), X.shape[0], self.n_outputs_
+        )
         out = total / len(self.estimators_)
         return out[:, 0] if self.n_outputs_ == 1 else out
 
@@ -830,8 +879,14 @@ class FeatureBaggingClassifier(ClassifierMixin, _SklearnBagging):
         if is_dask(X):
             if X.numblocks[1] != 1:
                 X = X.rechunk({1: -1})
-            return X.map_blocks(_call_method, self, "predict_proba", dtype=np.float64,
-                                chunks=(X.chunks[0], (width,)), meta=np.empty((0, 0)))
+            return X.map_blocks(
+                _call_method,
+                self,
+                "predict_proba",
+                dtype=np.float64,
+                chunks=(X.chunks[0], (width,)),
+                meta=np.empty((0, 0)),
+            )
         total, _ = accumulate(self._member_outputs(X, width), X.shape[0], width)
         return total / len(self.estimators_)
 
@@ -839,9 +894,13 @@ class FeatureBaggingClassifier(ClassifierMixin, _SklearnBagging):
         """The most probable class."""
         proba = self.predict_proba(X)
         if is_dask(proba):
-            return proba.map_blocks(_most_probable, self.classes_, drop_axis=1,
-                                    dtype=self.classes_.dtype,
-                                    meta=np.empty((0,), self.classes_.dtype))
+            return proba.map_blocks(
+                _most_probable,
+                self.classes_,
+                drop_axis=1,
+                dtype=self.classes_.dtype,
+                meta=np.empty((0,), self.classes_.dtype),
+            )
         return self.classes_[np.argmax(proba, axis=1)]
 
 
@@ -913,9 +972,19 @@ class FeatureBaggingPPA(_FeatureBagging):
 
     _kind = "ppa"
 
-    def __init__(self, estimator=None, n_components=1, n_estimators=10, max_features=0.5,
-                 max_samples=None, coupling="shared", random_state=None, store=None, retries=2,
-                 verbose=0):
+    def __init__(
+        self,
+        estimator=None,
+        n_components=1,
+        n_estimators=10,
+        max_features=0.5,
+        max_samples=None,
+        coupling="shared",
+        random_state=None,
+        store=None,
+        retries=2,
+        verbose=0,
+    ):
         self.estimator = estimator
         self.n_components = n_components
         self.n_estimators = n_estimators
@@ -967,8 +1036,9 @@ class FeatureBaggingPPA(_FeatureBagging):
         if is_dask(X):
             X = self._validate_dask(X)
         else:
-            X = validate_data(self, X, reset=True, dtype=[np.float64, np.float32],
-                              ensure_min_features=2)
+            X = validate_data(
+                self, X, reset=True, dtype=[np.float64, np.float32], ensure_min_features=2
+            )
         n, d = X.shape
         plan = self.bag_plan(n, d)
         specs = plan.members()
@@ -996,9 +1066,11 @@ class FeatureBaggingPPA(_FeatureBagging):
         self._record(plan, specs, members)
         self.n_samples_per_member_ = np.array([m.n_samples_ for m in members])
         # index lists of length up to n per member only for in-memory data
-        self.estimators_samples_ = None if is_dask(X) else [
-            np.arange(n) if spec.rows(n) is None else spec.rows(n) for spec in specs
-        ]
+        self.estimators_samples_ = (
+            None
+            if is_dask(X)
+            else [np.arange(n) if spec.rows(n) is None else spec.rows(n) for spec in specs]
+        )
         return self
 
     def _validate_dask(self, X):
@@ -1017,8 +1089,10 @@ class FeatureBaggingPPA(_FeatureBagging):
         check_is_fitted(self)
         if is_dask(X):
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-                raise ValueError(f"X has shape {X.shape}, but FeatureBaggingPPA is expecting "
-                                 f"{self.n_features_in_} features as input.")
+                raise ValueError(
+                    f"X has shape {X.shape}, but FeatureBaggingPPA is expecting "
+                    f"{self.n_features_in_} features as input."
+                )
             return X if X.numblocks[1] == 1 else X.rechunk({1: -1})
         return validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
 
@@ -1032,13 +1106,20 @@ class FeatureBaggingPPA(_FeatureBagging):
         X = self._check_input(X)
         d = self.n_features_in_
         if is_dask(X):
-            return X.map_blocks(self._reconstruct_numpy, dtype=np.float64,
-                                chunks=(X.chunks[0], (d,)), meta=np.empty((0, 0)))
+            return X.map_blocks(
+                self._reconstruct_numpy,
+                dtype=np.float64,
+                chunks=(X.chunks[0], (d,)),
+                meta=np.empty((0, 0)),
+            )
         return self._reconstruct_numpy(X)
 
     def _reconstruct_numpy(self, X):
-        total, count = accumulate(self._member_outputs(np.asarray(X), self.n_features_in_),
-                                  X.shape[0], self.n_features_in_)
+        total, count = accumulate(
+            self._member_outputs(np.asarray(X), self.n_features_in_),
+            X.shape[0],
+            self.n_features_in_,
+        )
         return finish(total, count, self.feature_mean_)
 
     predict = reconstruct
@@ -1047,8 +1128,9 @@ class FeatureBaggingPPA(_FeatureBagging):
         """Squared reconstruction error of each sample, ``||x - reconstruct(x)||^2``."""
         X = self._check_input(X)
         if is_dask(X):
-            return X.map_blocks(self._error_numpy, drop_axis=1, dtype=np.float64,
-                                meta=np.empty((0,)))
+            return X.map_blocks(
+                self._error_numpy, drop_axis=1, dtype=np.float64, meta=np.empty((0,))
+            )
         return self._error_numpy(X)
 
     def _error_numpy(self, X):

@@ -42,8 +42,8 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ppa_dask.ppa import kernels
-from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.arrays import is_dask
+from ppa_dask.utils.blas import one_blas_thread
 
 __all__ = [
     "axis_derivatives",

@@ -14,7 +14,6 @@ is a scikit-learn pipeline, whitened PPA followed by an ordinary Euclidean
 
 from __future__ import annotations
 
-
 from sklearn.decomposition import PCA
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline

@@ -61,8 +61,11 @@ def _as_2d(X, name):
         X = X[:, None]
     if X.ndim != 2:
         raise ValueError(f"{name} must be a 1-D or 2-D array of samples, got shape {X.shape}")
-    if not (np.issubdtype(X.dtype, np.floating) or np.issubdtype(X.dtype, np.integer)
-            or X.dtype == bool):
+    if not (
+        np.issubdtype(X.dtype, np.floating)
+        or np.issubdtype(X.dtype, np.integer)
+        or X.dtype == bool
+    ):
         raise TypeError(f"{name} must hold real numbers, got dtype {X.dtype}")
     X = X.astype(np.float64, copy=False)
     if X.shape[0] < 2:
@@ -86,8 +89,11 @@ def _as_2d(X, name):
 
 
 def _check_seed(random_state):
-    if isinstance(random_state, bool) or not isinstance(random_state, numbers.Integral) \
-            or random_state < 0:
+    if (
+        isinstance(random_state, bool)
+        or not isinstance(random_state, numbers.Integral)
+        or random_state < 0
+    ):
         raise ValueError(f"random_state must be an int >= 0, got {random_state!r}")
     return int(random_state)
 
@@ -159,8 +165,9 @@ def _histogram_entropy(x, bins):
     return float(-(p * np.log(p / widths[nonzero])).sum() + (nonzero.sum() - 1) / (2 * n))
 
 
-def marginal_entropies(X, *, method="auto", dequantize=True, random_state=0, bins="sqrt",
-                       base=None, name="X"):
+def marginal_entropies(
+    X, *, method="auto", dequantize=True, random_state=0, bins="sqrt", base=None, name="X"
+):
     """Differential entropy of every column of ``X`` (nats unless ``base`` is given).
 
     Parameters
@@ -209,8 +216,9 @@ def marginal_entropies(X, *, method="auto", dequantize=True, random_state=0, bin
         h = np.array([_histogram_entropy(X[:, j], bins) for j in range(X.shape[1])])
     else:
         with np.errstate(divide="ignore"):
-            h = np.asarray(scipy.stats.differential_entropy(X, method=method, axis=0),
-                           dtype=np.float64)
+            h = np.asarray(
+                scipy.stats.differential_entropy(X, method=method, axis=0), dtype=np.float64
+            )
     if not np.isfinite(h).all():
         cols = np.flatnonzero(~np.isfinite(h)).tolist()
         raise ValueError(
@@ -222,8 +230,7 @@ def marginal_entropies(X, *, method="auto", dequantize=True, random_state=0, bin
     return h
 
 
-def marginal_entropy(x, *, method="auto", dequantize=True, random_state=0, bins="sqrt",
-                     base=None):
+def marginal_entropy(x, *, method="auto", dequantize=True, random_state=0, bins="sqrt", base=None):
     """Differential entropy of one variable (nats unless ``base`` is given).
 
     See :func:`marginal_entropies` for the parameters; ``x`` is 1-D.
@@ -238,13 +245,22 @@ def marginal_entropy(x, *, method="auto", dequantize=True, random_state=0, bins=
     x = np.asarray(x)
     if x.ndim != 1:
         raise ValueError(f"x must be 1-D, got shape {x.shape}; use marginal_entropies for 2-D")
-    return float(marginal_entropies(x, method=method, dequantize=dequantize,
-                                    random_state=random_state, bins=bins, base=base,
-                                    name="x")[0])
+    return float(
+        marginal_entropies(
+            x,
+            method=method,
+            dequantize=dequantize,
+            random_state=random_state,
+            bins=bins,
+            base=base,
+            name="x",
+        )[0]
+    )
 
 
-def multi_information_reduction(X, R, *, log_det=None, method="auto", dequantize=True,
-                                random_state=0, bins="sqrt"):
+def multi_information_reduction(
+    X, R, *, log_det=None, method="auto", dequantize=True, random_state=0, bins="sqrt"
+):
     """Multi-information reduction ``I(x) - I(R(x))`` in bits per dimension (paper sec. 5.4).
 
     ``Delta I = sum_j h(x_j) - sum_j h(r_j) + E log|det J|``, divided by ``d log 2``.

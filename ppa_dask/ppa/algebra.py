@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from ppa_dask.ppa.kernels import gram_from_sums  # the Chebyshev product identity, shared with the kernels
+from ppa_dask.ppa.kernels import (
+    gram_from_sums,
+)  # the Chebyshev product identity, shared with the kernels
 
 # a residual direction whose variance is below this fraction of the total is treated as empty
 _DEGENERATE_VARIANCE = 1e-13
@@ -319,9 +321,16 @@ def sphere_minimize(evaluate, e0, subspace, max_evals, tol):
     else:
         try:
             result = scipy.optimize.minimize(
-                objective, np.zeros(N.shape[1]), jac=True, method="L-BFGS-B",
-                options=dict(ftol=tol, gtol=tol, maxfun=np.iinfo(np.int32).max,
-                             maxiter=np.iinfo(np.int32).max),
+                objective,
+                np.zeros(N.shape[1]),
+                jac=True,
+                method="L-BFGS-B",
+                options=dict(
+                    ftol=tol,
+                    gtol=tol,
+                    maxfun=np.iinfo(np.int32).max,
+                    maxiter=np.iinfo(np.int32).max,
+                ),
             )
             info = dict(n_iter=int(result.nit), converged=bool(result.success))
         except _BudgetExhausted:

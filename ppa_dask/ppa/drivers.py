@@ -78,8 +78,9 @@ class ResidualFrame:
         return dict(moments, yv=self.basis @ moments["yv"])
 
     def steps_into(self, steps):
-        return tuple(s._replace(direction=self.into(s.direction), coef=self.into(s.coef))
-                     for s in steps)
+        return tuple(
+            s._replace(direction=self.into(s.direction), coef=self.into(s.coef)) for s in steps
+        )
 
     def plan(self, spec, keep, d):
         """The frame after this pass and the rotation into it (None when unchanged)."""
@@ -169,7 +170,8 @@ class NumpyDriver(Driver):
         with one_blas_thread():
             parts = [
                 kernels.first_moments(
-                    self.X[a : a + self.block_rows], local_rows(sample_index, a, a + self.block_rows)
+                    self.X[a : a + self.block_rows],
+                    local_rows(sample_index, a, a + self.block_rows),
                 )
                 for a in rows
             ]
@@ -184,9 +186,19 @@ class NumpyDriver(Driver):
         frame, rotation = self._frame.plan(spec, not last, self.n_features)
         with one_blas_thread():
             residual, moments = kernels.pass_kernel(
-                source, 0, center, self._frame.steps_into(steps[self._applied :]),
-                frame.into(spec.direction), spec.offset, spec.scale, spec.max_degree, spec.seed,
-                spec.n_folds, keep=not last, in_place=True, sub_block=self.block_rows,
+                source,
+                0,
+                center,
+                self._frame.steps_into(steps[self._applied :]),
+                frame.into(spec.direction),
+                spec.offset,
+                spec.scale,
+                spec.max_degree,
+                spec.seed,
+                spec.n_folds,
+                keep=not last,
+                in_place=True,
+                sub_block=self.block_rows,
                 rotation=rotation,
             )
         self._residual, self._applied, self._frame = residual, len(steps), frame
@@ -203,8 +215,14 @@ class NumpyDriver(Driver):
             pending = steps[self._applied :]
         with one_blas_thread():
             moments = kernels.objective_pass_kernel(
-                source, center, frame.steps_into(pending), frame.into(spec.direction),
-                spec.offset, spec.scale, spec.max_degree, sub_block=self.block_rows,
+                source,
+                center,
+                frame.steps_into(pending),
+                frame.into(spec.direction),
+                spec.offset,
+                spec.scale,
+                spec.max_degree,
+                sub_block=self.block_rows,
             )
         return _objective_in_ambient(frame, moments)
 
@@ -272,8 +290,22 @@ def _read_checkpoint(path):
     return np.load(path, allow_pickle=False)
 
 
-def _checkpointed_pass(source, target, start, center, steps, direction, offset, scale, degree,
-                       seed, n_folds, keep, sub_block, rotation):
+def _checkpointed_pass(
+    source,
+    target,
+    start,
+    center,
+    steps,
+    direction,
+    offset,
+    scale,
+    degree,
+    seed,
+    n_folds,
+    keep,
+    sub_block,
+    rotation,
+):
     """:func:`kernels.pass_kernel` between checkpoints: ``source`` is a source block (with
     ``center``) or the path of the previous residual checkpoint of this block; the new residual
     goes to the path ``target`` (when ``keep``). Returns the moments alone, so a task holds
@@ -281,8 +313,20 @@ def _checkpointed_pass(source, target, start, center, steps, direction, offset, 
     owned = isinstance(source, str)
     block = _read_checkpoint(source) if owned else source
     residual, moments = kernels.pass_kernel(
-        block, start, center, steps, direction, offset, scale, degree, seed, n_folds, keep=keep,
-        in_place=owned, sub_block=sub_block, rotation=rotation,
+        block,
+        start,
+        center,
+        steps,
+        direction,
+        offset,
+        scale,
+        degree,
+        seed,
+        n_folds,
+        keep=keep,
+        in_place=owned,
+        sub_block=sub_block,
+        rotation=rotation,
     )
     if keep:
         _write_checkpoint(target, residual)
@@ -315,8 +359,14 @@ class DaskDriver(Driver):
         (shared storage on a multi-machine cluster). None: the system's temporary directory.
     """
 
-    def __init__(self, X, residual_cache="auto", split_every=8, block_rows=kernels.SUB_BLOCK_ROWS,
-                 checkpoint_dir=None):
+    def __init__(
+        self,
+        X,
+        residual_cache="auto",
+        split_every=8,
+        block_rows=kernels.SUB_BLOCK_ROWS,
+        checkpoint_dir=None,
+    ):
         if X.numblocks[1] != 1:
             X = X.rechunk({1: -1})
         self.X = X
@@ -360,8 +410,9 @@ class DaskDriver(Driver):
         if self._checkpoint_root is None:
             if self.checkpoint_dir is not None:
                 os.makedirs(self.checkpoint_dir, exist_ok=True)
-            self._checkpoint_root = tempfile.mkdtemp(prefix="ppa-residual-",
-                                                     dir=self.checkpoint_dir)
+            self._checkpoint_root = tempfile.mkdtemp(
+                prefix="ppa-residual-", dir=self.checkpoint_dir
+            )
             # removed by close(); also when the driver is dropped without it
             self._cleanup = weakref.finalize(self, shutil.rmtree, self._checkpoint_root, True)
         folder = os.path.join(self._checkpoint_root, f"pass-{self.n_passes:03d}")
@@ -382,15 +433,30 @@ class DaskDriver(Driver):
         keep = mode in ("persist", "checkpoint") and not last
         blocks, center, current, pending = self._current(mean, steps)
         frame, rotation = current.plan(spec, keep, self.n_features)
-        args = (current.steps_into(pending), frame.into(spec.direction), spec.offset, spec.scale,
-                spec.max_degree, spec.seed, spec.n_folds)
+        args = (
+            current.steps_into(pending),
+            frame.into(spec.direction),
+            spec.offset,
+            spec.scale,
+            spec.max_degree,
+            spec.seed,
+            spec.n_folds,
+        )
         previous = self._residual if mode == "checkpoint" else None
         if mode == "checkpoint":
             targets = self._checkpoint_paths() if keep else [None] * len(blocks)
             chunk = dask.delayed(_checkpointed_pass, pure=False)
             parts = [
-                chunk(block, target, start, center, *args, keep=keep, sub_block=self.block_rows,
-                      rotation=rotation)
+                chunk(
+                    block,
+                    target,
+                    start,
+                    center,
+                    *args,
+                    keep=keep,
+                    sub_block=self.block_rows,
+                    rotation=rotation,
+                )
                 for block, target, start in zip(blocks, targets, self.starts)
             ]
             moments = tree_reduce(parts, kernels.combine_step_moments, self.split_every)
@@ -399,12 +465,20 @@ class DaskDriver(Driver):
         else:
             chunk = dask.delayed(kernels.pass_kernel, pure=True, nout=2)
             outs = [
-                chunk(block, start, center, *args, keep=keep, sub_block=self.block_rows,
-                      rotation=rotation)
+                chunk(
+                    block,
+                    start,
+                    center,
+                    *args,
+                    keep=keep,
+                    sub_block=self.block_rows,
+                    rotation=rotation,
+                )
                 for block, start in zip(blocks, self.starts)
             ]
-            moments = tree_reduce([o[1] for o in outs], kernels.combine_step_moments,
-                                   self.split_every)
+            moments = tree_reduce(
+                [o[1] for o in outs], kernels.combine_step_moments, self.split_every
+            )
             if keep:
                 local = uses_local_scheduler()
                 with one_blas_thread() if local else contextlib.nullcontext():
@@ -433,13 +507,19 @@ class DaskDriver(Driver):
         chunk = dask.delayed(kernels.objective_pass_kernel, pure=True)
         pending, direction = frame.steps_into(pending), frame.into(spec.direction)
         parts = [
-            chunk(block, center, pending, direction, spec.offset, spec.scale, spec.max_degree,
-                  sub_block=self.block_rows)
+            chunk(
+                block,
+                center,
+                pending,
+                direction,
+                spec.offset,
+                spec.scale,
+                spec.max_degree,
+                sub_block=self.block_rows,
+            )
             for block in blocks
         ]
-        (total,) = compute(
-            tree_reduce(parts, kernels.combine_objective_moments, self.split_every)
-        )
+        (total,) = compute(tree_reduce(parts, kernels.combine_objective_moments, self.split_every))
         return _objective_in_ambient(frame, total)
 
     def close(self):

@@ -11,16 +11,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ppa_dask.ppa import algebra as _algebra
 from ppa_dask.ppa import kernels
-from ppa_dask.ppa.metric import coefficient_variances, metric_from_jacobian
 from ppa_dask.ppa.drivers import RESIDUAL_CACHES, DaskDriver, NumpyDriver, StepSpec
-from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask.ppa.metric import coefficient_variances, metric_from_jacobian
+from ppa_dask.store import stacker as xr_adapter
+from ppa_dask.store.model_files import ModelFileError, as_dask_if_zarr, load_model, save_model
 from ppa_dask.utils.arrays import is_dask, is_xarray
+from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import compute, tree_reduce
 from ppa_dask.utils.seeds import estimator_seed
-from ppa_dask.store import stacker as xr_adapter
-from ppa_dask.store.model_files import ModelFileError, load_model
-from ppa_dask.store.model_files import as_dask_if_zarr
-from ppa_dask.store.model_files import save_model
 
 __all__ = ["PPA"]
 
@@ -206,7 +204,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 ) from None
             if not candidates:
                 raise ValueError("degree must not be an empty iterable of candidate degrees")
-            if not all(isinstance(g, numbers.Integral) and not isinstance(g, bool) for g in candidates):
+            if not all(
+                isinstance(g, numbers.Integral) and not isinstance(g, bool) for g in candidates
+            ):
                 raise TypeError(f"degree candidates must be ints, got {candidates!r}")
             candidates = sorted({int(g) for g in candidates})
             fixed = len(candidates) == 1
@@ -216,14 +216,19 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _check_params(self, n_samples, n_features):
         candidates, fixed = self._candidate_degrees()
-        if not fixed:
-            if not isinstance(self.cv, numbers.Integral) or isinstance(self.cv, bool) or self.cv < 2:
-                raise ValueError(f"cv must be an int >= 2, got {self.cv!r}")
+        if not fixed and (
+            not isinstance(self.cv, numbers.Integral) or isinstance(self.cv, bool) or self.cv < 2
+        ):
+            raise ValueError(f"cv must be an int >= 2, got {self.cv!r}")
         if self.n_components is None:
             n_steps = n_features - 1
         else:
             k = self.n_components
-            if not isinstance(k, numbers.Integral) or isinstance(k, bool) or not 1 <= k < n_features:
+            if (
+                not isinstance(k, numbers.Integral)
+                or isinstance(k, bool)
+                or not 1 <= k < n_features
+            ):
                 raise ValueError(
                     f"n_components must be None or an int with 1 <= n_components < n_features "
                     f"= {n_features}, got {k!r}"
@@ -237,21 +242,28 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"residual_cache must be one of {RESIDUAL_CACHES}, got {self.residual_cache!r}"
             )
-        if self.checkpoint_dir is not None and not isinstance(self.checkpoint_dir, (str, os.PathLike)):
+        if self.checkpoint_dir is not None and not isinstance(
+            self.checkpoint_dir, (str, os.PathLike)
+        ):
             raise TypeError(
                 f"checkpoint_dir must be None or a directory path, got {self.checkpoint_dir!r}"
             )
         if not isinstance(self.block_rows, numbers.Integral) or self.block_rows < 1:
             raise ValueError(f"block_rows must be a positive int, got {self.block_rows!r}")
         if self.leading_vector not in ("pca", "gd"):
-            raise ValueError(
-                f"leading_vector must be 'pca' or 'gd', got {self.leading_vector!r}"
-            )
-        if (not isinstance(self.gd_max_iter, numbers.Integral) or isinstance(self.gd_max_iter, bool)
-                or self.gd_max_iter < 0):
+            raise ValueError(f"leading_vector must be 'pca' or 'gd', got {self.leading_vector!r}")
+        if (
+            not isinstance(self.gd_max_iter, numbers.Integral)
+            or isinstance(self.gd_max_iter, bool)
+            or self.gd_max_iter < 0
+        ):
             raise ValueError(f"gd_max_iter must be an int >= 0, got {self.gd_max_iter!r}")
-        if (not isinstance(self.gd_tol, numbers.Real) or isinstance(self.gd_tol, bool)
-                or not np.isfinite(self.gd_tol) or self.gd_tol < 0):
+        if (
+            not isinstance(self.gd_tol, numbers.Real)
+            or isinstance(self.gd_tol, bool)
+            or not np.isfinite(self.gd_tol)
+            or self.gd_tol < 0
+        ):
             raise ValueError(f"gd_tol must be a finite number >= 0, got {self.gd_tol!r}")
         max_degree = candidates[-1]
         folds = 1 if fixed else int(self.cv)
@@ -358,16 +370,26 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             X = self._validate_dask(X, reset=True)
         else:
             X = validate_data(
-                self, X, reset=True, dtype=[np.float64, np.float32], ensure_all_finite=False,
-                ensure_min_features=2, ensure_min_samples=1, copy=False,
+                self,
+                X,
+                reset=True,
+                dtype=[np.float64, np.float32],
+                ensure_all_finite=False,
+                ensure_min_features=2,
+                ensure_min_samples=1,
+                copy=False,
             )
             # NaN/inf are counted per column in the first pass, before anything is stored
         # parameters are checked against the shape before the driver touches the data
         self._check_params(*X.shape)
         if is_dask(X):
-            checkpoint_dir = None if self.checkpoint_dir is None else os.fspath(self.checkpoint_dir)
+            checkpoint_dir = (
+                None if self.checkpoint_dir is None else os.fspath(self.checkpoint_dir)
+            )
             driver = DaskDriver(
-                X, residual_cache=self.residual_cache, block_rows=self.block_rows,
+                X,
+                residual_cache=self.residual_cache,
+                block_rows=self.block_rows,
                 checkpoint_dir=checkpoint_dir,
             )
         else:
@@ -500,8 +522,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             leading_vectors_=np.array([s.direction for s in steps]),
             coefficients_=padded,
             basis_intervals_=np.array([[s.offset, s.scale] for s in steps]),
-            alpha_ranges_=np.array([[s.offset + s.lo * s.scale, s.offset + s.hi * s.scale]
-                                    for s in steps]),
+            alpha_ranges_=np.array(
+                [[s.offset + s.lo * s.scale, s.offset + s.hi * s.scale] for s in steps]
+            ),
             residual_basis_=residual_basis,
             degrees_=np.array(degrees, dtype=int),
             cv_scores_=None if fixed else np.array(scores),
@@ -590,7 +613,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             return X, True
         if width is None:
             X = validate_data(
-                self, X, reset=False, dtype=[np.float64, np.float32], copy=False,
+                self,
+                X,
+                reset=False,
+                dtype=[np.float64, np.float32],
+                copy=False,
                 ensure_all_finite=False,
             )
         else:
@@ -623,8 +650,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         model, n_out = self.model_params(), self.n_components_
         if lazy:
             return X.map_blocks(
-                _transform_chunk, model, n_out, dtype=np.float64,
-                chunks=(X.chunks[0], (n_out,)), meta=np.empty((0, 0)),
+                _transform_chunk,
+                model,
+                n_out,
+                dtype=np.float64,
+                chunks=(X.chunks[0], (n_out,)),
+                meta=np.empty((0, 0)),
             )
         with one_blas_thread():
             return kernels.transform_block(X, model, n_out)
@@ -660,7 +691,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         model, d = self.model_params(), self.n_features_in_
         if lazy:
             return R.map_blocks(
-                _inverse_chunk, model, dtype=np.float64, chunks=(R.chunks[0], (d,)),
+                _inverse_chunk,
+                model,
+                dtype=np.float64,
+                chunks=(R.chunks[0], (d,)),
                 meta=np.empty((0, 0)),
             )
         with one_blas_thread():
@@ -681,8 +715,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         model, d = self.model_params(), self.n_features_in_
         if lazy:
             return X.map_blocks(
-                kernels.jacobian_block, model, dtype=np.float64, new_axis=2,
-                chunks=(X.chunks[0], (d,), (d,)), meta=np.empty((0, 0, 0)),
+                kernels.jacobian_block,
+                model,
+                dtype=np.float64,
+                new_axis=2,
+                chunks=(X.chunks[0], (d,), (d,)),
+                meta=np.empty((0, 0, 0)),
             )
         with one_blas_thread():
             return kernels.jacobian_block(X, model)

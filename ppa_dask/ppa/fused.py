@@ -27,7 +27,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["CHUNK", "apply_step", "centred_moments", "chebyshev_rows", "fused_step_pass", "row_hash"]
+__all__ = [
+    "CHUNK",
+    "apply_step",
+    "centred_moments",
+    "chebyshev_rows",
+    "fused_step_pass",
+    "row_hash",
+]
 
 #: rows per inner chunk: the chunk's residual, basis and scratch rows stay in L1 cache
 CHUNK = 256
@@ -40,6 +47,7 @@ def _compiled(**options):
     is nowhere to write it (a read-only installation and no usable home or ``NUMBA_CACHE_DIR``:
     numba then refuses ``cache=True`` at import); the kernels are then compiled once per process
     instead of once per installation."""
+
     def decorate(func):
         try:
             return njit(cache=True, nogil=True, **options)(func)
@@ -47,6 +55,7 @@ def _compiled(**options):
             return njit(cache=False, nogil=True, **options)(func)
 
     return decorate
+
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -85,8 +94,9 @@ def row_hash(start, stop, seed):
     True
     """
     start, stop = int(start), int(stop)
-    return _row_hash_range(np.int64(start), np.int64(max(stop, start)),
-                           np.uint64(int(seed) & _MASK64))
+    return _row_hash_range(
+        np.int64(start), np.int64(max(stop, start)), np.uint64(int(seed) & _MASK64)
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,7 +175,7 @@ def _alpha_chunk(Y, a, L, e, alpha):
         alpha[r] = 0.0
     for i in range(Y.shape[0]):
         ei = e[i]
-        yi = Y[i, a:a + L]
+        yi = Y[i, a : a + L]
         for r in range(L):
             alpha[r] += ei * yi[r]
 
@@ -177,8 +187,8 @@ def _shift_chunk(alpha, L, sign, e, U, V, Yin, a_in, Yout, a_out):
     gp = U.shape[1]
     for i in range(Yin.shape[0]):
         ei = sign * e[i]
-        yi = Yin[i, a_in:a_in + L]
-        yo = Yout[i, a_out:a_out + L]
+        yi = Yin[i, a_in : a_in + L]
+        yo = Yout[i, a_out : a_out + L]
         for r in range(L):
             yo[r] = yi[r] + ei * alpha[r]
         k = 0
@@ -230,10 +240,20 @@ def apply_step(Y, step, out, alpha=None):
     given = alpha is not None
     alpha_in = np.ascontiguousarray(alpha, dtype=np.float64) if given else _NO_CENTER
     alpha_out = np.empty(n)
-    _step_kernel(Y, alpha_in, given, 1.0 if given else -1.0,
-                 np.ascontiguousarray(step.direction, dtype=np.float64),
-                 np.ascontiguousarray(step.coef, dtype=np.float64), float(step.offset),
-                 float(step.scale), float(step.lo), float(step.hi), out, alpha_out)
+    _step_kernel(
+        Y,
+        alpha_in,
+        given,
+        1.0 if given else -1.0,
+        np.ascontiguousarray(step.direction, dtype=np.float64),
+        np.ascontiguousarray(step.coef, dtype=np.float64),
+        float(step.offset),
+        float(step.scale),
+        float(step.lo),
+        float(step.hi),
+        out,
+        alpha_out,
+    )
     return alpha_out
 
 
@@ -244,8 +264,17 @@ def chebyshev_rows(t, degree, derivatives, lo=-np.inf, hi=np.inf, out=None):
     n = t.shape[0]
     if out is None:
         out = np.empty((derivatives + 1, degree + 1, n))
-    _extended_fill(t, n, int(degree), float(lo), float(hi), int(derivatives), out,
-                   np.empty(n), np.empty(int(degree) + 1))
+    _extended_fill(
+        t,
+        n,
+        int(degree),
+        float(lo),
+        float(hi),
+        int(derivatives),
+        out,
+        np.empty(n),
+        np.empty(int(degree) + 1),
+    )
     return out
 
 
@@ -298,8 +327,30 @@ def _cross_moments(Ys, T, rows, cols, L, acc):
 
 
 @_compiled(fastmath=_FASTMATH, boundscheck=False)
-def _fused_kernel(Y, source, center, out, out_offset, store, has_prev, e_prev, U_prev, off_p,
-                  sc_p, lo_p, hi_p, has_rotation, Q, e, off, sc, degree, start, seed, n_folds):
+def _fused_kernel(
+    Y,
+    source,
+    center,
+    out,
+    out_offset,
+    store,
+    has_prev,
+    e_prev,
+    U_prev,
+    off_p,
+    sc_p,
+    lo_p,
+    hi_p,
+    has_rotation,
+    Q,
+    e,
+    off,
+    sc,
+    degree,
+    start,
+    seed,
+    n_folds,
+):
     if source:  # a block of samples (n, d), centred and transposed here
         n, f = Y.shape
     else:
@@ -375,7 +426,7 @@ def _fused_kernel(Y, source, center, out, out_offset, store, has_prev, e_prev, U
         if store:
             for i in range(fz):
                 ys = Ys[i]
-                oi = out[i, out_offset + a:out_offset + b]
+                oi = out[i, out_offset + a : out_offset + b]
                 for r in range(L):
                     oi[r] = ys[r]
         # ---- moments of the step being fitted ----
@@ -447,7 +498,7 @@ def _centred_moments_kernel(X):
     lane = np.zeros(width)  # sweep 1, the mean: contiguous sums, lane j holds column j % d
     for a in range(0, n * d, width):
         L = min(n * d, a + width) - a
-        part = flat[a:a + L]
+        part = flat[a : a + L]
         for j in range(L):
             lane[j] += part[j]
     mean = np.zeros(d)
@@ -477,8 +528,21 @@ _NO_OUTPUT = np.zeros((1, 1))
 _NO_CENTER = np.zeros(1)
 
 
-def fused_step_pass(Y, start, step, direction, offset, scale, degree, seed, n_folds,
-                    out=None, out_offset=0, rotation=None, center=None):
+def fused_step_pass(
+    Y,
+    start,
+    step,
+    direction,
+    offset,
+    scale,
+    degree,
+    seed,
+    n_folds,
+    out=None,
+    out_offset=0,
+    rotation=None,
+    center=None,
+):
     """Apply ``step`` (or nothing) to a residual block and take the next step's raw moments.
 
     Parameters
@@ -516,18 +580,36 @@ def fused_step_pass(Y, start, step, direction, offset, scale, degree, seed, n_fo
     if step is None:
         prev = (False, np.zeros(f), np.zeros((f, 1)), 0.0, 1.0, -np.inf, np.inf)
     else:
-        prev = (True, np.ascontiguousarray(step.direction, dtype=np.float64),
-                np.ascontiguousarray(step.coef, dtype=np.float64), float(step.offset),
-                float(step.scale), float(step.lo), float(step.hi))
+        prev = (
+            True,
+            np.ascontiguousarray(step.direction, dtype=np.float64),
+            np.ascontiguousarray(step.coef, dtype=np.float64),
+            float(step.offset),
+            float(step.scale),
+            float(step.lo),
+            float(step.hi),
+        )
     store = out is not None
     has_rotation = rotation is not None
     Q = np.ascontiguousarray(rotation, dtype=np.float64) if has_rotation else _NO_OUTPUT
     center = np.ascontiguousarray(center, dtype=np.float64) if source else _NO_CENTER
     sums, yv, zz, counts, tmin, tmax = _fused_kernel(
-        Y, source, center, out if store else _NO_OUTPUT, int(out_offset), store, *prev,
-        has_rotation, Q,
-        np.ascontiguousarray(direction, dtype=np.float64), float(offset), float(scale),
-        int(degree), np.int64(start), np.uint64(int(seed) & _MASK64), int(n_folds),
+        Y,
+        source,
+        center,
+        out if store else _NO_OUTPUT,
+        int(out_offset),
+        store,
+        *prev,
+        has_rotation,
+        Q,
+        np.ascontiguousarray(direction, dtype=np.float64),
+        float(offset),
+        float(scale),
+        int(degree),
+        np.int64(start),
+        np.uint64(int(seed) & _MASK64),
+        int(n_folds),
     )
     # the last fold is accumulated as the total: make it the total minus the others
     if n_folds > 1:

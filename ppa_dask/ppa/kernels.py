@@ -178,7 +178,9 @@ def first_moments(X, sample_rows=None):
     n, d = X.shape
     if sample_rows is None:
         sample_rows = np.empty(0, dtype=np.intp)
-    out = dict(n=n, sample=X[sample_rows], n_nan=np.zeros(d, np.int64), n_inf=np.zeros(d, np.int64))
+    out = dict(
+        n=n, sample=X[sample_rows], n_nan=np.zeros(d, np.int64), n_inf=np.zeros(d, np.int64)
+    )
     if n == 0:
         return dict(out, mean=np.zeros(d), scatter=np.zeros((d, d)))
     with np.errstate(over="ignore", invalid="ignore"):
@@ -257,8 +259,10 @@ def step_moments(Yt, start, direction, offset, scale, degree, seed=0, n_folds=1)
     :func:`ppa_dask._fused.fused_step_pass` (with no step to apply).
     """
     Yt = np.ascontiguousarray(Yt, dtype=np.float64)
-    return _moments_dict(*_fused.fused_step_pass(
-        Yt, start, None, direction, offset, scale, degree, seed, n_folds), degree)
+    return _moments_dict(
+        *_fused.fused_step_pass(Yt, start, None, direction, offset, scale, degree, seed, n_folds),
+        degree,
+    )
 
 
 def _combine_sums(parts, summed):
@@ -324,8 +328,22 @@ def step_inverse(Yt, alpha, step):
 SUB_BLOCK_ROWS = 8192
 
 
-def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed, n_folds,
-                keep=True, in_place=False, sub_block=SUB_BLOCK_ROWS, rotation=None):
+def pass_kernel(
+    X,
+    start,
+    center,
+    steps,
+    direction,
+    offset,
+    scale,
+    degree,
+    seed,
+    n_folds,
+    keep=True,
+    in_place=False,
+    sub_block=SUB_BLOCK_ROWS,
+    rotation=None,
+):
     """One fused pass over a block: bring it to the current residual, then take step moments.
 
     With ``center`` (the mean) ``X`` is a source block ``(n, d)``, centred into a feature-major
@@ -362,9 +380,18 @@ def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed,
             residual = np.empty((rows_out, n))
         else:
             residual = None
-        parts = _fused.fused_step_pass(X, start, steps[0] if steps else None, direction, offset,
-                                       scale, *target, out=residual, rotation=rotation,
-                                       center=center)
+        parts = _fused.fused_step_pass(
+            X,
+            start,
+            steps[0] if steps else None,
+            direction,
+            offset,
+            scale,
+            *target,
+            out=residual,
+            rotation=rotation,
+            center=center,
+        )
         return residual, _moments_dict(*parts, degree)
     residual = np.empty((rows_out, n)) if keep else None
     sums = yv = zz = counts = None
@@ -374,9 +401,18 @@ def pass_kernel(X, start, center, steps, direction, offset, scale, degree, seed,
         Yt = centred_block(X[a:b], center) if center is not None else X[:, a:b]
         for step in steps[:-1]:
             _, Yt = step_forward(Yt, step)
-        part = _fused.fused_step_pass(np.ascontiguousarray(Yt, dtype=np.float64), start + a,
-                                      steps[-1] if steps else None, direction, offset, scale,
-                                      *target, out=residual, out_offset=a, rotation=rotation)
+        part = _fused.fused_step_pass(
+            np.ascontiguousarray(Yt, dtype=np.float64),
+            start + a,
+            steps[-1] if steps else None,
+            direction,
+            offset,
+            scale,
+            *target,
+            out=residual,
+            out_offset=a,
+            rotation=rotation,
+        )
         if sums is None:
             sums, yv, zz, counts = part[:4]
         else:
@@ -432,10 +468,7 @@ def inverse_block(R, model, start=0):
     if model.output_scale is not None:
         Rt = Rt * model.output_scale[:m, None]
     k = len(model.steps)
-    if m > k:
-        Yt = model.residual_basis @ Rt[k:]
-    else:
-        Yt = np.zeros((model.mean.shape[0], R.shape[0]))
+    Yt = model.residual_basis @ Rt[k:] if m > k else np.zeros((model.mean.shape[0], R.shape[0]))
     for p in range(min(m, k) - 1, -1, -1):
         Yt = step_inverse(Yt, np.ascontiguousarray(Rt[p]), model.steps[p])
     Yt += model.mean[:, None]
@@ -535,8 +568,9 @@ def combine_objective_moments(parts):
     return _combine_sums(parts, ("n", "vv", "yt", "yyt"))
 
 
-def objective_pass_kernel(X, center, steps, direction, offset, scale, degree,
-                          sub_block=SUB_BLOCK_ROWS):
+def objective_pass_kernel(
+    X, center, steps, direction, offset, scale, degree, sub_block=SUB_BLOCK_ROWS
+):
     """One pass over a block for the PPA-GD objective at ``direction``; nothing is written.
 
     As in :func:`pass_kernel`, ``X`` is a source block ``(n, d)`` centred with ``center``, or a

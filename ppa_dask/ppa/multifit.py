@@ -156,13 +156,29 @@ def _scan_chunk(block, start, work, block_rows, with_totals):
             elif kind == "step":
                 mean, steps, step = payload
                 _, out[member] = kernels.pass_kernel(
-                    sub, member_start, mean, steps, step.direction, step.offset, step.scale,
-                    step.max_degree, step.seed, step.n_folds, keep=False, sub_block=block_rows,
+                    sub,
+                    member_start,
+                    mean,
+                    steps,
+                    step.direction,
+                    step.offset,
+                    step.scale,
+                    step.max_degree,
+                    step.seed,
+                    step.n_folds,
+                    keep=False,
+                    sub_block=block_rows,
                 )
             else:
                 mean, steps, step = payload
                 out[member] = kernels.objective_pass_kernel(
-                    sub, mean, steps, step.direction, step.offset, step.scale, step.max_degree,
+                    sub,
+                    mean,
+                    steps,
+                    step.direction,
+                    step.offset,
+                    step.scale,
+                    step.max_degree,
                     sub_block=block_rows,
                 )
         if with_totals:
@@ -170,8 +186,11 @@ def _scan_chunk(block, start, work, block_rows, with_totals):
     return out
 
 
-_COMBINE = {"first": "combine_first_moments", "step": "combine_step_moments",
-            "objective": "combine_objective_moments"}
+_COMBINE = {
+    "first": "combine_first_moments",
+    "step": "combine_step_moments",
+    "objective": "combine_objective_moments",
+}
 
 
 def _combine_chunks(parts, kinds):
@@ -179,8 +198,10 @@ def _combine_chunks(parts, kinds):
     for member, kind in kinds.items():
         out[member] = getattr(kernels, _COMBINE[kind])([p[member] for p in parts])
     if "__totals__" in parts[0]:
-        out["__totals__"] = (sum(p["__totals__"][0] for p in parts),
-                             sum(p["__totals__"][1] for p in parts))
+        out["__totals__"] = (
+            sum(p["__totals__"][0] for p in parts),
+            sum(p["__totals__"][1] for p in parts),
+        )
     return out
 
 
@@ -287,17 +308,20 @@ def fit_members_shared_scans(X, specs, template, split_every=8):
     for position, exc in enumerate(errors):
         if exc is not None:
             spec = specs[position]
-            where = (f"member {spec.index} ({int(member_rows[position])} rows, features "
-                     f"{spec.features.tolist()})")
+            where = (
+                f"member {spec.index} ({int(member_rows[position])} rows, features "
+                f"{spec.features.tolist()})"
+            )
             try:
                 wrapped = type(exc)(f"{where}: {exc}")
             except Exception:  # an exception type with another constructor
-                raise exc
+                raise exc from None
             raise wrapped from exc
     if rendezvous.error is not None:
         raise rendezvous.error
-    return members, dict(n_scans=rendezvous.n_scans, feature_mean=totals["mean"],
-                         member_rows=member_rows)
+    return members, dict(
+        n_scans=rendezvous.n_scans, feature_mean=totals["mean"], member_rows=member_rows
+    )
 
 
 def _reduce(parts, kinds, split_every):
@@ -308,6 +332,7 @@ def _reduce(parts, kinds, split_every):
     if len(parts) == 1:
         return combine(parts, kinds)
     while len(parts) > 1:
-        parts = [combine(parts[i : i + split_every], kinds)
-                 for i in range(0, len(parts), split_every)]
+        parts = [
+            combine(parts[i : i + split_every], kinds) for i in range(0, len(parts), split_every)
+        ]
     return parts[0]

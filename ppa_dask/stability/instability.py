@@ -55,9 +55,6 @@ from sklearn.base import clone, is_classifier
 from sklearn.linear_model import LinearRegression, Ridge
 from sklearn.utils.multiclass import check_classification_targets
 
-from ppa_dask.utils.blas import one_blas_thread
-from ppa_dask.utils.compute import current_client
-from ppa_dask.utils.fanout import run_tasks
 from ppa_dask.ensemble.bagging import (
     BagPlan,
     FeatureBaggingClassifier,
@@ -71,9 +68,12 @@ from ppa_dask.ensemble.bagging import (
     resolve_seed,
 )
 from ppa_dask.ppa.estimator import PPA
-from ppa_dask.utils.arrays import is_dask
-from ppa_dask.utils.params import is_int
 from ppa_dask.ppa.multifit import fit_members_shared_scans
+from ppa_dask.utils.arrays import is_dask
+from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask.utils.compute import current_client
+from ppa_dask.utils.fanout import run_tasks
+from ppa_dask.utils.params import is_int
 
 __all__ = [
     "StabilityResult",
@@ -187,10 +187,16 @@ class StabilityResult:
     def to_dict(self):
         """Plain-JSON form (terms and indices as lists)."""
         return dict(
-            value=float(self.value), stderr=float(self.stderr), terms=self.terms.tolist(),
-            indices=self.indices.tolist(), axis=self.axis, method=self.method,
-            coupling=self.coupling, population=int(self.population),
-            n_refits=int(self.n_refits), info=self.info,
+            value=float(self.value),
+            stderr=float(self.stderr),
+            terms=self.terms.tolist(),
+            indices=self.indices.tolist(),
+            axis=self.axis,
+            method=self.method,
+            coupling=self.coupling,
+            population=int(self.population),
+            n_refits=int(self.n_refits),
+            info=self.info,
         )
 
 
@@ -205,8 +211,9 @@ def _summarise(terms, indices, population, **kw):
         fpc = math.sqrt((population - k) / (population - 1))
         stderr = float(terms.std(ddof=1) / math.sqrt(k) * fpc)
     value = float(terms.mean()) if k else math.nan
-    return StabilityResult(value, terms, stderr, np.asarray(indices, dtype=np.intp),
-                           population=population, **kw)
+    return StabilityResult(
+        value, terms, stderr, np.asarray(indices, dtype=np.intp), population=population, **kw
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,8 +245,9 @@ class _Plan:
 
 def _make_plan(estimator, X, y, n_components, random_state):
     n, d = X.shape
-    if isinstance(estimator, (FeatureBaggingRegressor, FeatureBaggingClassifier,
-                              FeatureBaggingPPA)):
+    if isinstance(
+        estimator, (FeatureBaggingRegressor, FeatureBaggingClassifier, FeatureBaggingPPA)
+    ):
         template = estimator.member_template()
         bags = estimator.bag_plan(n, d)
         specs = bags.members()
@@ -277,15 +285,19 @@ def _make_plan(estimator, X, y, n_components, random_state):
         y, width = _encode_classes(y, n)
         return _Plan("classifier", template, bags, specs, width, y, bagged=False)
     y = _regression_targets(y, n)
-    return _Plan("regressor", template, bags, specs, 1 if y.ndim == 1 else y.shape[1], y,
-                 bagged=False)
+    return _Plan(
+        "regressor", template, bags, specs, 1 if y.ndim == 1 else y.shape[1], y, bagged=False
+    )
 
 
 def _pin_random_state(estimator, seed):
     """A clone whose unset ``random_state`` parameters are fixed from ``seed``: shared
     randomness means the fit and its refits draw the same, which ``None`` would not."""
-    unset = sorted(k for k, v in estimator.get_params(deep=True).items()
-                   if k.endswith("random_state") and v is None)
+    unset = sorted(
+        k
+        for k, v in estimator.get_params(deep=True).items()
+        if k.endswith("random_state") and v is None
+    )
     if not unset:
         return estimator
     values = np.random.default_rng([seed, 11]).integers(np.iinfo(np.int32).max, size=len(unset))
@@ -297,8 +309,9 @@ def _check_y_length(y, n):
         raise ValueError("this estimator needs targets y, got None")
     y = np.asarray(y)
     if y.shape[0] != n:
-        raise ValueError(f"y has {y.shape[0]} entries but X has {n} rows (samples); they "
-                         "must match.")
+        raise ValueError(
+            f"y has {y.shape[0]} entries but X has {n} rows (samples); they must match."
+        )
     return y
 
 
@@ -322,8 +335,9 @@ def _encode_classes(y, n):
 
 def _check_arrays(X, X_eval, estimator):
     if is_dask(X_eval):
-        raise TypeError("X_eval is a Dask array; pass the evaluation points in memory (a "
-                        "sample of rows).")
+        raise TypeError(
+            "X_eval is a Dask array; pass the evaluation points in memory (a sample of rows)."
+        )
     if is_dask(X):
         if not isinstance(estimator, (PPA, FeatureBaggingPPA)):
             raise TypeError(
@@ -331,11 +345,15 @@ def _check_arrays(X, X_eval, estimator):
                 "PPA and FeatureBaggingPPA; other estimators take in-memory data (.compute())."
             )
         if X_eval is None:
-            raise ValueError("with a Dask array X, pass X_eval: the in-memory rows the "
-                             "reconstructions are compared at")
+            raise ValueError(
+                "with a Dask array X, pass X_eval: the in-memory rows the "
+                "reconstructions are compared at"
+            )
         if X.ndim != 2 or X.shape[1] < 2 or any(np.isnan(c) for c in X.chunks[0]):
-            raise ValueError(f"X must be a 2-D Dask array of known chunks with at least 2 "
-                             f"features, got shape {X.shape}")
+            raise ValueError(
+                f"X must be a 2-D Dask array of known chunks with at least 2 "
+                f"features, got shape {X.shape}"
+            )
         X_eval = np.asarray(X_eval, dtype=np.float64)
         if X_eval.ndim != 2 or X_eval.shape[1] != X.shape[1]:
             raise ValueError(
@@ -405,8 +423,10 @@ def _refit_task(item, X, y, template, kind, X_eval, width):
     """All changed members of one removal: their outputs on ``X_eval``, in member order."""
     _, changed = item
     with one_blas_thread():
-        return [member_output(kind, fit_member(spec, X, y, template), spec, X_eval, width)
-                for _, spec in changed]
+        return [
+            member_output(kind, fit_member(spec, X, y, template), spec, X_eval, width)
+            for _, spec in changed
+        ]
 
 
 def _closed_form_task(item, X, y, template, X_eval):
@@ -425,9 +445,20 @@ def _closed_form_task(item, X, y, template, X_eval):
 # --------------------------------------------------------------------------------------------
 
 
-def feature_instability(estimator, X, y=None, X_eval=None, method="refit", coupling=None,
-                        features=None, n_features=None, n_components=None, random_state=None,
-                        client=None, verbose=0):
+def feature_instability(
+    estimator,
+    X,
+    y=None,
+    X_eval=None,
+    method="refit",
+    coupling=None,
+    features=None,
+    n_features=None,
+    n_components=None,
+    random_state=None,
+    client=None,
+    verbose=0,
+):
     """Feature instability ``FI = (1/d) sum_j mean_x ||f(x) - f^{:,-j}(x)||^2``.
 
     Parameters
@@ -479,13 +510,37 @@ def feature_instability(estimator, X, y=None, X_eval=None, method="refit", coupl
     >>> bool(np.isclose(a.value, b.value, rtol=1e-10)), a.terms.shape
     (True, (6,))
     """
-    return _instability("feature", estimator, X, y, X_eval, method, coupling, features,
-                        n_features, n_components, random_state, client, verbose)
+    return _instability(
+        "feature",
+        estimator,
+        X,
+        y,
+        X_eval,
+        method,
+        coupling,
+        features,
+        n_features,
+        n_components,
+        random_state,
+        client,
+        verbose,
+    )
 
 
-def instance_instability(estimator, X, y=None, X_eval=None, method="refit", coupling=None,
-                         instances=None, n_instances=None, n_components=None, random_state=None,
-                         client=None, verbose=0):
+def instance_instability(
+    estimator,
+    X,
+    y=None,
+    X_eval=None,
+    method="refit",
+    coupling=None,
+    instances=None,
+    n_instances=None,
+    n_components=None,
+    random_state=None,
+    client=None,
+    verbose=0,
+):
     """Instance instability ``II = (1/n) sum_i mean_x ||f(x) - f^{-i,:}(x)||^2``.
 
     Parameters are those of :func:`feature_instability`, with ``instances`` / ``n_instances``
@@ -497,12 +552,38 @@ def instance_instability(estimator, X, y=None, X_eval=None, method="refit", coup
     -------
     StabilityResult
     """
-    return _instability("instance", estimator, X, y, X_eval, method, coupling, instances,
-                        n_instances, n_components, random_state, client, verbose)
+    return _instability(
+        "instance",
+        estimator,
+        X,
+        y,
+        X_eval,
+        method,
+        coupling,
+        instances,
+        n_instances,
+        n_components,
+        random_state,
+        client,
+        verbose,
+    )
 
 
-def _instability(axis, estimator, X, y, X_eval, method, coupling, given, count, n_components,
-                 random_state, client, verbose):
+def _instability(
+    axis,
+    estimator,
+    X,
+    y,
+    X_eval,
+    method,
+    coupling,
+    given,
+    count,
+    n_components,
+    random_state,
+    client,
+    verbose,
+):
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if coupling is None:
@@ -520,8 +601,9 @@ def _instability(axis, estimator, X, y, X_eval, method, coupling, given, count, 
     elif client is False:
         client = None
 
-    info = dict(n_estimators=plan.bags.n_estimators, n_features_per_member=plan.bags.s,
-                q=plan.bags.s / d)
+    info = dict(
+        n_estimators=plan.bags.n_estimators, n_features_per_member=plan.bags.s, q=plan.bags.s / d
+    )
     if plan.bagged and plan.bags.s < d:
         info["bagging_rounds"] = bagging_rounds(d, plan.bags.s / d)
     common = dict(axis=axis, method=method, coupling=coupling, info=info)
@@ -554,9 +636,14 @@ def _instability(axis, estimator, X, y, X_eval, method, coupling, given, count, 
 
     if not is_dask(X):
         results = {}
-        for k, value in run_tasks(_refit_task, work, (X, plan.y, plan.template, plan.kind,
-                                                      X_eval, plan.width),
-                                  client=client, label=f"{axis} refits", verbose=verbose):
+        for k, value in run_tasks(
+            _refit_task,
+            work,
+            (X, plan.y, plan.template, plan.kind, X_eval, plan.width),
+            client=client,
+            label=f"{axis} refits",
+            verbose=verbose,
+        ):
             results[work[k][0]] = value
     terms = []
     for index, changed in items:
@@ -577,18 +664,25 @@ def _shared_scan_outputs(plan, X, X_eval, work):
     members, info = fit_members_shared_scans(X, specs, plan.template)
     plan.column_means = info["feature_mean"]
     with one_blas_thread():
-        outs = [member_output(plan.kind, m, spec, X_eval, plan.width)
-                for m, spec in zip(members, specs)]
-    outputs, rest = outs[: len(plan.specs)], iter(outs[len(plan.specs):])
+        outs = [
+            member_output(plan.kind, m, spec, X_eval, plan.width)
+            for m, spec in zip(members, specs)
+        ]
+    outputs, rest = outs[: len(plan.specs)], iter(outs[len(plan.specs) :])
     results = {index: [next(rest) for _ in changed] for index, changed in work}
     return outputs, results
 
 
 def _full_outputs(plan, X, X_eval, client, verbose):
     outputs = [None] * len(plan.specs)
-    for k, out in run_tasks(_fit_output_task, plan.specs,
-                            (X, plan.y, plan.template, plan.kind, X_eval, plan.width),
-                            client=client, label="members", verbose=verbose):
+    for k, out in run_tasks(
+        _fit_output_task,
+        plan.specs,
+        (X, plan.y, plan.template, plan.kind, X_eval, plan.width),
+        client=client,
+        label="members",
+        verbose=verbose,
+    ):
         outputs[k] = out
     return outputs
 
@@ -664,8 +758,14 @@ def _closed_form(plan, X, X_eval, axis, indices, coupling, client, verbose):
                 removals.append((int(index), axis, new))
         items.append((spec, removals))
     per_member = [None] * len(items)
-    for k, value in run_tasks(_closed_form_task, items, (X, plan.y, template, X_eval),
-                              client=client, label="closed forms", verbose=verbose):
+    for k, value in run_tasks(
+        _closed_form_task,
+        items,
+        (X, plan.y, template, X_eval),
+        client=client,
+        label="closed forms",
+        verbose=verbose,
+    ):
         per_member[k] = value
     B = len(plan.specs)
     f = sum(out["__full__"] for out in per_member) / B
@@ -753,8 +853,10 @@ class _LinearMember:
             removed = np.setdiff1d(self.rows, new_rows)
             added = np.setdiff1d(new_rows, self.rows)
             if removed.size != 1 or added.size > 1:
-                raise ValueError("method='closed_form' covers removing one row (and adding at "
-                                 "most one replacement); use method='refit'")
+                raise ValueError(
+                    "method='closed_form' covers removing one row (and adding at "
+                    "most one replacement); use method='refit'"
+                )
             features, coef, intercept = self._without_instance(int(removed[0]), added)
         return self._predict(features, coef, intercept, X_eval)
 

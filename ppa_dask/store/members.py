@@ -140,7 +140,8 @@ class MemberStore:
                 existing = json.load(f)
             if existing != self.identity:
                 differ = sorted(
-                    k for k in set(existing) | set(self.identity)
+                    k
+                    for k in set(existing) | set(self.identity)
                     if existing.get(k) != self.identity.get(k)
                 )
                 raise ValueError(
@@ -166,7 +167,7 @@ class MemberStore:
         for name in os.listdir(self.path):
             if name.startswith("member_") and name.endswith(".npz"):
                 try:
-                    found.append(int(name[len("member_"):-len(".npz")]))
+                    found.append(int(name[len("member_") : -len(".npz")]))
                 except ValueError:
                     continue
         return sorted(found)

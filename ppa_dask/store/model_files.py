@@ -61,6 +61,7 @@ import shutil
 import uuid
 
 import numpy as np
+
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.version import VERSION
 
@@ -164,8 +165,7 @@ def _check_target(path, overwrite, replaceable, what):
         raise FileExistsError(f"{path!r} already exists; pass overwrite=True to replace it")
     if not replaceable(path):
         raise FileExistsError(
-            f"{path!r} exists and is not a {what}; refusing to replace it even with "
-            "overwrite=True"
+            f"{path!r} exists and is not a {what}; refusing to replace it even with overwrite=True"
         )
 
 
@@ -307,8 +307,11 @@ class _Encoder:
         if a.dtype.kind == "U" or (
             a.dtype.kind == "O" and all(isinstance(v, str) for v in a.ravel())
         ):
-            return {"__str_array__": [str(v) for v in a.ravel()], "shape": list(a.shape),
-                    "object": a.dtype.kind == "O"}
+            return {
+                "__str_array__": [str(v) for v in a.ravel()],
+                "shape": list(a.shape),
+                "object": a.dtype.kind == "O",
+            }
         raise TypeError(f"{where}: cannot save an array of dtype {a.dtype}")
 
     def estimator(self, est, where):
@@ -326,8 +329,10 @@ class _Encoder:
                     "saved; set it to an int (or None) before saving"
                 )
             params[key] = self.value(val, f"{where}.params.{key}")
-        fitted = {k: self.value(getattr(est, k), f"{where}.{k}" if where else k)
-                  for k in _fitted_names(est)}
+        fitted = {
+            k: self.value(getattr(est, k), f"{where}.{k}" if where else k)
+            for k in _fitted_names(est)
+        }
         return {"__estimator__": name, "params": params, "fitted": fitted}
 
 
@@ -400,7 +405,10 @@ def save_model(model, path, overwrite=False):
         group = zarr.open_group(tmp, mode="w-", zarr_format=3)
         for name, a in encoder.arrays.items():
             z = group.create_array(
-                name, shape=a.shape, dtype=a.dtype, chunks=tuple(max(s, 1) for s in a.shape),
+                name,
+                shape=a.shape,
+                dtype=a.dtype,
+                chunks=tuple(max(s, 1) for s in a.shape),
             )
             z[...] = a
         # the record goes last: a group without it is not a model file
@@ -759,8 +767,9 @@ def _store_into(x, z):
         z[...] = x
 
 
-def write_array(x, path, name=None, attrs=None, overwrite=False, chunks=None,
-                storage_options=None):
+def write_array(
+    x, path, name=None, attrs=None, overwrite=False, chunks=None, storage_options=None
+):
     """Write a numpy or Dask array to Zarr without gathering it; never leaves it half-looking.
 
     Parameters
@@ -807,30 +816,38 @@ def write_array(x, path, name=None, attrs=None, overwrite=False, chunks=None,
     """
     import zarr
 
-
     attrs = _check_attrs(attrs)
     if not is_dask(x):
         x = np.asarray(x)
         if x.dtype.kind not in _NUMERIC_KINDS:
             raise TypeError(f"x must hold numbers, got dtype {x.dtype}")
-        zchunks = tuple(chunks) if chunks is not None else _default_numpy_chunks(
-            x.shape, x.dtype.itemsize)
+        zchunks = (
+            tuple(chunks)
+            if chunks is not None
+            else _default_numpy_chunks(x.shape, x.dtype.itemsize)
+        )
     else:
         if chunks is not None:
             x = x.rechunk(tuple(chunks))
         zchunks, regular = _regular_chunks(x)
         if not regular:
             x = x.rechunk(zchunks)
-    if name is not None and (not isinstance(name, str) or not name or "/" in name
-                             or name.startswith("__")):
+    if name is not None and (
+        not isinstance(name, str) or not name or "/" in name or name.startswith("__")
+    ):
         raise ValueError(f"name must be a non-empty str without '/', got {name!r}")
     marker_extra = {"shape": list(x.shape), "dtype": np.dtype(x.dtype).str}
 
     def create(store, overwrite_store):
         return zarr.create_array(
-            store=store, shape=x.shape, chunks=zchunks, dtype=x.dtype, zarr_format=3,
+            store=store,
+            shape=x.shape,
+            chunks=zchunks,
+            dtype=x.dtype,
+            zarr_format=3,
             attributes={**attrs, _KEY: _result_marker(False, marker_extra)},
-            overwrite=overwrite_store, storage_options=storage_options,
+            overwrite=overwrite_store,
+            storage_options=storage_options,
         )
 
     def finish(z):
@@ -848,8 +865,11 @@ def write_array(x, path, name=None, attrs=None, overwrite=False, chunks=None,
             if not overwrite:
                 raise FileExistsError(f"{target!r} already exists; pass overwrite=True")
             record = existing.attrs.get(_KEY)
-            if not (isinstance(existing, zarr.Array) and isinstance(record, dict)
-                    and record.get("format") == _RESULT_FORMAT):
+            if not (
+                isinstance(existing, zarr.Array)
+                and isinstance(record, dict)
+                and record.get("format") == _RESULT_FORMAT
+            ):
                 raise FileExistsError(
                     f"{target!r} exists and is not a ppa-dask result array; refusing to replace it"
                 )

@@ -59,6 +59,7 @@ import warnings
 
 import numpy as np
 import xarray as xr
+
 from ppa_dask.utils.arrays import is_dask
 
 __all__ = ["COMPONENT_DIM", "NAN_POLICIES", "fit", "transform", "inverse_transform"]
@@ -182,8 +183,9 @@ def _where(index, sample_dims, sample_shape, A):
     return "(" + ", ".join(parts) + ")"
 
 
-def _partial_report(data2d, partial, nan_kept, kept_idx, feature_labels, sample_dims,
-                    sample_shape, A, feature_dim):
+def _partial_report(
+    data2d, partial, nan_kept, kept_idx, feature_labels, sample_dims, sample_shape, A, feature_dim
+):
     rows = np.flatnonzero(partial)
     look = rows[:_REPORT_ROWS]
     block = data2d[look]
@@ -191,7 +193,8 @@ def _partial_report(data2d, partial, nan_kept, kept_idx, feature_labels, sample_
     per_feature = np.isnan(block).sum(axis=0)
     named = [
         f"{feature_dim} {feature_labels[kept_idx[j]]} ({int(per_feature[j])})"
-        for j in np.argsort(-per_feature, kind="stable") if per_feature[j] > 0
+        for j in np.argsort(-per_feature, kind="stable")
+        if per_feature[j] > 0
     ]
     sampled = "" if len(rows) <= _REPORT_ROWS else f" (in the first {_REPORT_ROWS} such samples)"
     first = ", ".join(_where(int(i), sample_dims, sample_shape, A) for i in rows[:5])
@@ -267,15 +270,19 @@ def fit(est, X, feature_dim=None, nan_policy="raise", progress=None):
         "dropped_features": [int(i) for i in np.flatnonzero(dropped)],
     }
     if partial.any():
-        report = _partial_report(data2d, partial, nan_kept, kept_idx, labels, sample_dims,
-                                 sample_shape, A, fdim)
+        report = _partial_report(
+            data2d, partial, nan_kept, kept_idx, labels, sample_dims, sample_shape, A, fdim
+        )
         if nan_policy == "raise":
             raise ValueError(
                 report + ". Pass nan_policy='drop_samples' to leave these samples out of the fit "
                 "(transform returns NaN for them), or fill the gaps first."
             )
-        warnings.warn(report + "; these samples are left out of the fit (nan_policy="
-                      "'drop_samples').", UserWarning, stacklevel=3)
+        warnings.warn(
+            report + "; these samples are left out of the fit (nan_policy='drop_samples').",
+            UserWarning,
+            stacklevel=3,
+        )
     if not valid.any():
         raise ValueError(
             f"no sample has every {fdim} valid ({summary['n_masked']} fully masked, "
@@ -369,15 +376,21 @@ def transform(est, X):
     if is_dask(data2d):
         data2d = data2d.rechunk({1: -1})
         out = data2d.map_blocks(
-            _transform_rows, est, kept_idx, n_out, dtype=np.float64,
-            chunks=(data2d.chunks[0], (n_out,)), meta=np.empty((0, 0)),
+            _transform_rows,
+            est,
+            kept_idx,
+            n_out,
+            dtype=np.float64,
+            chunks=(data2d.chunks[0], (n_out,)),
+            meta=np.empty((0, 0)),
         )
     else:
         out = _transform_rows(data2d, est, kept_idx, n_out)
     coords = _sample_coords(A, fdim)
     coords[COMPONENT_DIM] = np.arange(1, n_out + 1)
-    return _unstack(out, sample_shape, sample_dims, COMPONENT_DIM, A.dims.index(fdim), coords,
-                    "components")
+    return _unstack(
+        out, sample_shape, sample_dims, COMPONENT_DIM, A.dims.index(fdim), coords, "components"
+    )
 
 
 def _inverse_rows(block, est, kept_idx, n_features):
@@ -435,7 +448,12 @@ def inverse_transform(est, R):
     if is_dask(data2d):
         data2d = data2d.rechunk({1: -1})
         out = data2d.map_blocks(
-            _inverse_rows, est, kept_idx, d, dtype=np.float64, chunks=(data2d.chunks[0], (d,)),
+            _inverse_rows,
+            est,
+            kept_idx,
+            d,
+            dtype=np.float64,
+            chunks=(data2d.chunks[0], (d,)),
             meta=np.empty((0, 0)),
         )
     else:
@@ -447,5 +465,6 @@ def inverse_transform(est, R):
         coords[fdim] = (fdim, np.array(layout["variables"], dtype=object))
         arr = _unstack(out, sample_shape, sample_dims, fdim, 0, coords, None)
         return arr.to_dataset(dim=fdim)
-    return _unstack(out, sample_shape, sample_dims, fdim, R.dims.index(COMPONENT_DIM), coords,
-                    layout["name"])
+    return _unstack(
+        out, sample_shape, sample_dims, fdim, R.dims.index(COMPONENT_DIM), coords, layout["name"]
+    )

@@ -10,21 +10,21 @@ ratio and condition number of the Gram matrix, in memory or tiled over Dask
 """
 
 from ppa_dask.vsk.scaling import (
+    CurveFitRegressor,
+    ModelScaling,
+    NaiveBayesScaling,
+    PPAScaling,
+    SVMExtraction,
+    VariablyScaled,
     blockwise_condition_number,
     blockwise_spectral_ratio,
     condition_number,
-    CurveFitRegressor,
     gram_tile,
     make_krn_vsk,
     make_svm_vsk,
-    ModelScaling,
-    NaiveBayesScaling,
     normalized_spectral_ratio,
-    PPAScaling,
     spectral_ratio,
-    SVMExtraction,
     tiled_gram_operator,
-    VariablyScaled,
     vsk_gram,
 )
 

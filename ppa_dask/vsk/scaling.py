@@ -48,9 +48,10 @@ from sklearn.base import (
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ppa_dask.ppa.estimator import PPA
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.compute import compute
-from ppa_dask.ppa.estimator import PPA
 
 __all__ = [
     "VariablyScaled",
@@ -91,7 +92,9 @@ def _check_kernel(kernel, gamma):
             or not np.isfinite(gamma)
             or gamma <= 0
         ):
-            raise ValueError(f"gamma must be a finite float > 0 for the Gaussian kernel, got {gamma!r}")
+            raise ValueError(
+                f"gamma must be a finite float > 0 for the Gaussian kernel, got {gamma!r}"
+            )
         gamma = float(gamma)
     return name, gamma
 
@@ -174,7 +177,9 @@ def _as_2d_psi(values, n_rows, who):
     try:
         values = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{who} must return real numbers, got {type(values).__name__}: {exc}") from None
+        raise ValueError(
+            f"{who} must return real numbers, got {type(values).__name__}: {exc}"
+        ) from None
     if values.ndim == 1:
         values = values[:, None]
     if values.ndim != 2:
@@ -205,7 +210,10 @@ def _check_X(X, name="X", min_samples=1):
     from sklearn.utils import check_array
 
     return check_array(
-        X, dtype=np.float64, ensure_all_finite=True, ensure_min_samples=min_samples,
+        X,
+        dtype=np.float64,
+        ensure_all_finite=True,
+        ensure_min_samples=min_samples,
         input_name=name,
     )
 
@@ -285,9 +293,7 @@ class NaiveBayesScaling(TransformerMixin, BaseEstimator):
             extra_X = _check_X(self.extra_X, "extra_X")
             extra_y = np.asarray(self.extra_y)
             if extra_X.shape[1] != X.shape[1]:
-                raise ValueError(
-                    f"extra_X has {extra_X.shape[1]} features but X has {X.shape[1]}"
-                )
+                raise ValueError(f"extra_X has {extra_X.shape[1]} features but X has {X.shape[1]}")
             if extra_y.ndim != 1 or extra_y.shape[0] != extra_X.shape[0]:
                 raise ValueError(
                     f"extra_y must be 1-D with one label per row of extra_X ({extra_X.shape[0]}), "
@@ -429,8 +435,11 @@ class PPAScaling(TransformerMixin, BaseEstimator):
     def fit(self, X, y=None):
         X = validate_data(self, X, reset=True, dtype=np.float64)
         self.ppa_ = PPA(
-            n_components=self.n_components, degree=self.degree, cv=self.cv,
-            random_state=self.random_state, whiten=self.whiten,
+            n_components=self.n_components,
+            degree=self.degree,
+            cv=self.cv,
+            random_state=self.random_state,
+            whiten=self.whiten,
         ).fit(X)
         return self
 
@@ -669,10 +678,12 @@ def make_svm_vsk(kernel="rbf", psi=None, C=1.0, gamma="scale", rescale=None, wei
 
     kernel, _ = _check_kernel(kernel, 1.0)
     psi = NaiveBayesScaling() if psi is None else psi
-    return Pipeline([
-        ("vsk", VariablyScaled(psi, rescale=rescale, weight=weight)),
-        ("svc", SVC(kernel=kernel, C=C, gamma=gamma)),
-    ])
+    return Pipeline(
+        [
+            ("vsk", VariablyScaled(psi, rescale=rescale, weight=weight)),
+            ("svc", SVC(kernel=kernel, C=C, gamma=gamma)),
+        ]
+    )
 
 
 def make_krn_vsk(psi=None, alpha=0.0, gamma=1.0, rescale=None, weight=1.0):
@@ -706,10 +717,12 @@ def make_krn_vsk(psi=None, alpha=0.0, gamma=1.0, rescale=None, weight=1.0):
     from sklearn.kernel_ridge import KernelRidge
     from sklearn.pipeline import Pipeline
 
-    return Pipeline([
-        ("vsk", VariablyScaled(psi, rescale=rescale, weight=weight)),
-        ("krn", KernelRidge(kernel="rbf", alpha=alpha, gamma=gamma)),
-    ])
+    return Pipeline(
+        [
+            ("vsk", VariablyScaled(psi, rescale=rescale, weight=weight)),
+            ("krn", KernelRidge(kernel="rbf", alpha=alpha, gamma=gamma)),
+        ]
+    )
 
 
 class SVMExtraction(ClassifierMixin, BaseEstimator):
@@ -754,7 +767,13 @@ class SVMExtraction(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(
-        self, n_keep=1, keep=None, kernel="rbf", C=1.0, gamma="scale", var_smoothing=1e-9,
+        self,
+        n_keep=1,
+        keep=None,
+        kernel="rbf",
+        C=1.0,
+        gamma="scale",
+        var_smoothing=1e-9,
         random_state=None,
     ):
         self.n_keep = n_keep
@@ -769,7 +788,9 @@ class SVMExtraction(ClassifierMixin, BaseEstimator):
         if self.keep is not None:
             keep = np.asarray(self.keep)
             if keep.ndim != 1 or keep.size < 1 or not np.issubdtype(keep.dtype, np.integer):
-                raise ValueError(f"keep must be a non-empty sequence of feature indices, got {self.keep!r}")
+                raise ValueError(
+                    f"keep must be a non-empty sequence of feature indices, got {self.keep!r}"
+                )
             if keep.min() < 0 or keep.max() >= d or np.unique(keep).size != keep.size:
                 raise ValueError(
                     f"keep must hold distinct feature indices in [0, {d}), got {keep.tolist()}"
@@ -798,7 +819,9 @@ class SVMExtraction(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         kernel, _ = _check_kernel(self.kernel, 1.0)
         self.keep_, self.compressed_ = self._choose(X.shape[1])
-        self.nb_ = NaiveBayesScaling(var_smoothing=self.var_smoothing).fit(X[:, self.compressed_], y)
+        self.nb_ = NaiveBayesScaling(var_smoothing=self.var_smoothing).fit(
+            X[:, self.compressed_], y
+        )
         self.svc_ = SVC(kernel=kernel, C=self.C, gamma=self.gamma).fit(self._extract(X), y)
         self.classes_ = self.svc_.classes_
         return self
@@ -849,7 +872,11 @@ def _augmented_dask(X, psi):
         X = X.rechunk({1: -1})
     if psi is None:
         return X
-    if is_dask(psi) or isinstance(psi, np.ndarray) or not (callable(psi) or hasattr(psi, "transform")):
+    if (
+        is_dask(psi)
+        or isinstance(psi, np.ndarray)
+        or not (callable(psi) or hasattr(psi, "transform"))
+    ):
         values = psi if is_dask(psi) else da.from_array(np.asarray(psi, dtype=np.float64))
         if values.ndim == 1:
             values = values[:, None]
@@ -864,7 +891,8 @@ def _augmented_dask(X, psi):
         who = f"psi ({_name(psi)})"
         values = X.map_blocks(
             lambda b: _as_2d_psi(_apply_psi(psi, b), b.shape[0], who),
-            chunks=(X.chunks[0], (m,)), dtype=np.float64,
+            chunks=(X.chunks[0], (m,)),
+            dtype=np.float64,
         )
     return da.concatenate([X, values], axis=1)
 
@@ -987,7 +1015,7 @@ def _row_blocks(Z, tile_rows):
     if is_dask(Z):
         Z = Z.rechunk((tile_rows, -1)).persist()
         return Z.to_delayed().ravel().tolist(), Z
-    return [Z[s:s + tile_rows] for s in range(0, Z.shape[0], tile_rows)], None
+    return [Z[s : s + tile_rows] for s in range(0, Z.shape[0], tile_rows)], None
 
 
 def blockwise_spectral_ratio(
@@ -1084,7 +1112,14 @@ def tiled_gram_operator(X, psi=None, kernel="rbf", gamma=1.0, tile_rows=1024):
 
 
 def blockwise_condition_number(
-    X, psi=None, kernel="rbf", gamma=1.0, shift=0.0, tile_rows=1024, tol=1e-8, maxiter=None,
+    X,
+    psi=None,
+    kernel="rbf",
+    gamma=1.0,
+    shift=0.0,
+    tile_rows=1024,
+    tol=1e-8,
+    maxiter=None,
     ncv=None,
 ):
     """Condition number of the (VSK) Gram matrix by Lanczos on the tiled operator.
@@ -1154,5 +1189,6 @@ def blockwise_condition_number(
             f"matrix ({exc}); the matrix is probably badly conditioned: raise maxiter/ncv, add a "
             "shift, or use condition_number on the dense matrix"
         ) from exc
-    return _cond_from_extremes(lam_max, lam_min, max(abs(lam_max), abs(lam_min)),
-                               min(abs(lam_max), abs(lam_min)))
+    return _cond_from_extremes(
+        lam_max, lam_min, max(abs(lam_max), abs(lam_min)), min(abs(lam_max), abs(lam_min))
+    )
