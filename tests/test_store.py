@@ -20,14 +20,15 @@ from ppa_dask.datasets import write_zarr
 from ppa_dask.store import (
     ModelFileError,
     ModelFileNotFound,
+    encoding,
     load_model,
-    model_files,
     model_info,
     open_array,
     open_input,
     save_model,
     write_array,
 )
+from ppa_dask.utils.files import remove_path
 
 
 def _fitted_attrs(model):
@@ -215,7 +216,7 @@ def _truncate_chunk(path):
 
 
 def _delete_array(path):
-    model_files._remove(os.path.join(path, "mean_"))
+    remove_path(os.path.join(path, "mean_"))
 
 
 def _extra_array(path):
@@ -225,10 +226,7 @@ def _extra_array(path):
 def _future_version(path):
     def edit(record):
         record["format_version"] = store.FORMAT_VERSION + 1
-        body = {k: v for k, v in record.items() if k != "sha256"}
-        record["sha256"] = model_files._sha256(
-            model_files._canonical(body).encode()
-        )  # otherwise valid
+        record["sha256"] = encoding.seal(record)["sha256"]  # otherwise valid
 
     _edit_record(path, edit)
 
@@ -238,8 +236,7 @@ def _forge(path, change):
 
     def edit(record):
         change(record)
-        body = {k: v for k, v in record.items() if k != "sha256"}
-        record["sha256"] = model_files._sha256(model_files._canonical(body).encode())
+        record["sha256"] = encoding.seal(record)["sha256"]
 
     _edit_record(path, edit)
 
@@ -468,7 +465,8 @@ def test_killed_write_never_looks_complete(tmp_path):
 
 
 def test_open_array_refuses_arrays_it_did_not_write(tmp_path):
-    path = write_zarr(tmp_path / "data.zarr", 100, random_state=0)
+    path = str(tmp_path / "data.zarr")  # a plain Zarr array (write_zarr now uses write_array)
+    zarr.create_array(store=path, shape=(100, 3), dtype="f8", zarr_format=3)[...] = 1.0
     with pytest.raises(ValueError, match="open_input"):
         open_array(path)
     with pytest.raises(ValueError, match="reserved key"):

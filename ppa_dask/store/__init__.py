@@ -11,18 +11,20 @@ arrays and datasets atomically and opens Zarr inputs; :mod:`.stacker` turns xarr
 ['FORMAT_VERSION', 'ModelFileError', 'ModelFileNotFound']
 """
 
+from ppa_dask.store.encoding import register_estimator
 from ppa_dask.store.model_files import (
     FORMAT_VERSION,
     ModelFileError,
     ModelFileNotFound,
-    as_dask_if_zarr,
     load_model,
     model_info,
+    save_model,
+)
+from ppa_dask.store.results import (
+    as_dask_if_zarr,
     open_array,
     open_dataset,
     open_input,
-    register_estimator,
-    save_model,
     write_array,
     write_dataset,
 )

@@ -4,37 +4,97 @@ Layout::
 
     store/
         manifest.json          what fit the members belong to (ensemble, parameters, data)
-        member_00000.npz       member 0: its fitted arrays plus a JSON header
+        member_00000.npz       member 0: its fitted arrays plus a small JSON record
         member_00001.npz       ...
 
-A member file is written to a temporary name and renamed, so a file that exists is complete;
-a fit interrupted at any moment leaves a store from which the next fit picks up the members
-already there and fits only the others.
+A member file is a zip archive as ``numpy.savez`` writes it (``numpy.load(path,
+allow_pickle=False)`` opens it): one ``<name>.npy`` entry per numeric array of the member's
+state and one text entry ``record.json`` holding
 
-Only estimators whose whole state is arrays and plain values can be written: the class must
-come from ``sklearn`` or ``ppa_dask`` (a class is re-created by its import path, so the store
-never names arbitrary code), its constructor parameters must be JSON values and every other
-attribute a numeric/string array or a JSON scalar. That covers :class:`ppa_dask.PPA` and the
-linear models (``LinearRegression``, ``Ridge``, ``Lasso``, ``LogisticRegression``, ...); trees,
-forests and pipelines hold Python objects and are kept in memory only (:func:`storable` says
-which).
+* ``format`` (``"ppa-dask-member"``), ``format_version`` and ``library_version``;
+* ``index``, the member's number, and ``check``: small values the caller gives to recognise its
+  member (the ensembles give the feature list, the seeds and a digest of the sample indices:
+  never the indices themselves, since members are functions of the ensemble's seed and the
+  caller knows them);
+* ``estimator``: the member as the JSON tree of :mod:`.encoding`, the one encoder of model files,
+  with the same allow-list (registered classes such as ``PPA``, scikit-learn estimators of
+  modules already imported; nothing a file names is ever imported);
+* ``arrays``: shape, dtype and SHA-256 of every array, and ``sha256`` of the whole record.
+
+A member file is written to a hidden temporary sibling and renamed, so a file that exists is
+complete; a fit interrupted at any moment leaves a store from which the next fit picks up the
+members already there and fits only the others.
+
+Files that cannot be used
+-------------------------
+:meth:`MemberStore.load` raises :class:`~ppa_dask.store.encoding.ModelFileError` for a member
+file it cannot use, checked before anything is built: damaged or truncated (``"truncated"``,
+``"tampered"``), naming a class outside the allow-list (``"unknown-class"``), written by a newer
+ppa-dask (``"future-version"``), holding another member than the caller expects
+(``"mismatch"``) or in the layout of earlier versions (``"old-format"``).
+:meth:`MemberStore.load_usable`, which the ensembles use, turns each of these into a
+:class:`MemberFileWarning` naming the file and returns None, so that the member is fitted again
+and its file rewritten: a member is a function of the ensemble's seed, so the refit is the same
+member.
+
+Member stores of earlier versions (a ``__header__`` entry naming a module path such as
+``"sklearn.linear_model._base.LinearRegression"``, with ``params`` and ``scalars``) are *refitted
+with a warning*, not read: their headers set any attribute named in the file, private ones
+included, and kept tuples as lists, so they cannot be read through the allow-list faithfully,
+and refitting costs only time.
+
+Only estimators whose whole state is arrays and plain values can be written (the encoder
+refuses anything else, and :func:`storable` says which): :class:`ppa_dask.PPA` and the linear
+models (``LinearRegression``, ``Ridge``, ``Lasso``, ``LogisticRegression``, ...) and
+pipelines of those; trees, forests and estimators with private fitted state (nearest
+neighbours) are kept in memory only.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import numbers
 import os
-import uuid
+import warnings
+import zipfile
+import zlib
 
 import numpy as np
 
-__all__ = ["MemberStore", "storable", "estimator_state", "estimator_from_state", "fingerprint"]
+from ppa_dask.store.encoding import (
+    Decoder,
+    ModelFileError,
+    array_table,
+    encode_estimator,
+    seal,
+    seal_matches,
+    verify_array,
+)
+from ppa_dask.utils.files import remove_path, temp_sibling, write_text_atomic
+from ppa_dask.utils.version import VERSION
 
-_ALLOWED_MODULES = ("sklearn.", "ppa_dask.")
-_HEADER = "__header__"
+__all__ = [
+    "MEMBER_FORMAT_VERSION",
+    "MemberFileWarning",
+    "MemberStore",
+    "storable",
+    "fingerprint",
+    "write_member_file",
+    "read_member_file",
+]
+
+#: Version of the member-file layout (readers accept <= this).
+MEMBER_FORMAT_VERSION = 1
+_MEMBER_FORMAT = "ppa-dask-member"
+_RECORD = "record.json"
+_OLD_HEADER = "__header__.npy"  # the JSON header of member files before the shared encoder
+# what reading a damaged zip archive or .npy entry raises
+_READ_ERRORS = (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, KeyError)
+
+
+class MemberFileWarning(UserWarning):
+    """A member file that cannot be used: the member is fitted again and the file rewritten."""
 
 
 def _json_value(value):
@@ -52,57 +112,34 @@ def _json_value(value):
     raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
-def estimator_state(estimator):
-    """``(header, arrays)`` describing a fitted estimator, or None if it is not array-only."""
-    cls = type(estimator)
-    path = f"{cls.__module__}.{cls.__qualname__}"
-    if not cls.__module__.startswith(_ALLOWED_MODULES) or "." in cls.__qualname__:
-        return None
-    try:
-        params = _json_value(estimator.get_params(deep=False))
-    except TypeError:
-        return None
-    scalars, arrays = {}, {}
-    for name, value in vars(estimator).items():
-        if name in params:
-            continue
-        if isinstance(value, np.ndarray):
-            if value.dtype.kind not in "biufcU":
-                return None
-            arrays[name] = value
-            continue
-        try:
-            scalars[name] = _json_value(value)
-        except TypeError:
-            return None
-    if _HEADER in arrays:  # pragma: no cover - no estimator has this attribute
-        return None
-    header = dict(cls=path, params=params, scalars=scalars)
-    return header, arrays
-
-
 def storable(estimator):
-    """Whether a fitted estimator can be written to a :class:`MemberStore`."""
-    return estimator_state(estimator) is not None
+    """Whether a fitted estimator can be written to a :class:`MemberStore`.
 
-
-def estimator_from_state(header, arrays):
-    """Re-create an estimator from :func:`estimator_state`'s output."""
-    path = header["cls"]
-    if not path.startswith(_ALLOWED_MODULES):
-        raise ValueError(f"member store names class {path!r}, outside sklearn and ppa_dask")
-    module, _, name = path.rpartition(".")
-    cls = getattr(importlib.import_module(module), name)
-    estimator = cls(**header["params"])
-    for key, value in header["scalars"].items():
-        setattr(estimator, key, value)
-    for key, value in arrays.items():
-        setattr(estimator, key, value)
-    return estimator
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> from sklearn.tree import DecisionTreeRegressor
+    >>> X, y = np.eye(3), np.arange(3.0)
+    >>> storable(LinearRegression().fit(X, y)), storable(DecisionTreeRegressor().fit(X, y))
+    (True, False)
+    """
+    try:
+        encode_estimator(estimator)
+    except TypeError:
+        return False
+    return True
 
 
 def fingerprint(*arrays):
-    """A short digest of the data a fit saw (numpy: its bytes; Dask: its graph name)."""
+    """A short digest of the data a fit saw (numpy: its bytes; Dask: its graph name).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> fingerprint(np.arange(3)) == fingerprint(np.arange(3)) != fingerprint(np.arange(4))
+    True
+    """
     digest = hashlib.sha256()
     for a in arrays:
         if a is None:
@@ -118,6 +155,177 @@ def fingerprint(*arrays):
     return digest.hexdigest()[:32]
 
 
+# -------------------------------------------------------------------------------------------
+# one member file
+# -------------------------------------------------------------------------------------------
+
+
+def write_member_file(path, estimator, index, check=None):
+    """Write a fitted estimator as a member file, atomically (temporary sibling + rename).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    estimator : estimator
+        Fitted; its state must be encodable (:func:`storable`), else TypeError.
+    index : int
+        The member's number, kept in the record.
+    check : dict, optional
+        Small JSON values that identify the member, compared by :func:`read_member_file`.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np
+    >>> from sklearn.linear_model import Ridge
+    >>> p = os.path.join(tempfile.mkdtemp(), "member_00000.npz")
+    >>> write_member_file(p, Ridge().fit(np.eye(3), [1.0, 2.0, 3.0]), 0, {"features": [0, 1]})
+    >>> read_member_file(p, 0, {"features": [0, 1]}).coef_.shape
+    (3,)
+    """
+    tree, arrays = encode_estimator(estimator)
+    record = seal(
+        {
+            "format": _MEMBER_FORMAT,
+            "format_version": MEMBER_FORMAT_VERSION,
+            "library_version": VERSION,
+            "index": int(index),
+            "check": _json_value(check or {}),
+            "estimator": tree,
+            "arrays": array_table(arrays),
+        }
+    )
+    path = os.fspath(path)
+    tmp = temp_sibling(path)
+    try:
+        # the layout of numpy.savez: uncompressed zip64 entries written by numpy's .npy writer
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
+            archive.writestr(_RECORD, json.dumps(record, allow_nan=False))
+            for name, a in arrays.items():
+                with archive.open(f"{name}.npy", "w", force_zip64=True) as f:
+                    np.lib.format.write_array(f, a, allow_pickle=False)
+        os.replace(tmp, path)
+    except BaseException:
+        remove_path(tmp)
+        raise
+
+
+def _read_record(path, archive):
+    names = set(archive.namelist())
+    if _RECORD not in names:
+        if _OLD_HEADER in names:
+            raise ModelFileError(
+                f"{path!r} is a member file of an earlier ppa-dask (a __header__ naming a module "
+                "path); it is not read",
+                "old-format",
+            )
+        raise ModelFileError(
+            f"{path!r} is not a ppa-dask member file (no {_RECORD})", "not-a-model"
+        )
+    try:
+        record = json.loads(archive.read(_RECORD).decode("utf-8"))
+    except (*_READ_ERRORS, UnicodeDecodeError) as exc:
+        raise ModelFileError(
+            f"{path!r} is truncated or damaged: its {_RECORD} cannot be read ({exc})", "truncated"
+        ) from None
+    if not isinstance(record, dict) or record.get("format") != _MEMBER_FORMAT:
+        raise ModelFileError(f"{path!r} is not a ppa-dask member file", "not-a-model")
+    version = record.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ModelFileError(f"{path!r}: invalid format_version {version!r}", "tampered")
+    if version > MEMBER_FORMAT_VERSION:
+        raise ModelFileError(
+            f"{path!r} was written in member format version {version} (by ppa-dask "
+            f"{record.get('library_version', '?')}); this ppa-dask ({VERSION}) reads versions up "
+            f"to {MEMBER_FORMAT_VERSION}",
+            "future-version",
+        )
+    if not seal_matches(record):
+        raise ModelFileError(
+            f"{path!r} has been tampered with or damaged: its record does not match its SHA-256 "
+            "checksum",
+            "tampered",
+        )
+    if not isinstance(record.get("arrays"), dict):
+        raise ModelFileError(f"{path!r}: the record has no array table", "tampered")
+    extra = sorted(names - {_RECORD} - {f"{name}.npy" for name in record["arrays"]})
+    if extra:
+        raise ModelFileError(
+            f"{path!r} has been tampered with: entries {extra} are not in its record", "tampered"
+        )
+    return record
+
+
+def _read_arrays(path, archive, record):
+    arrays = {}
+    names = set(archive.namelist())
+    for name, meta in record["arrays"].items():
+        if f"{name}.npy" not in names:
+            raise ModelFileError(
+                f"{path!r} is truncated: array {name!r} listed in its record is missing",
+                "truncated",
+            )
+        try:
+            with archive.open(f"{name}.npy") as f:
+                a = np.lib.format.read_array(f, allow_pickle=False)
+        except _READ_ERRORS as exc:
+            raise ModelFileError(
+                f"{path!r} is truncated or damaged: array {name!r} cannot be read ({exc})",
+                "truncated",
+            ) from None
+        verify_array(path, name, a, meta)
+        arrays[name] = a
+    return arrays
+
+
+def read_member_file(path, index, check=None):
+    """The member estimator in a file written by :func:`write_member_file`, checked first.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    index : int
+        The member expected; a file holding another raises (``reason="mismatch"``).
+    check : dict, optional
+        Must equal the ``check`` the file was written with (``reason="mismatch"`` otherwise).
+
+    Raises
+    ------
+    ModelFileError
+        Missing, damaged, tampered, old layout, newer version, another member, or a class
+        outside the allow-list; ``reason`` says which. Nothing is imported, and nothing is
+        built before every check has passed.
+
+    Examples
+    --------
+    See :func:`write_member_file`.
+    """
+    path = os.fspath(path)
+    try:
+        archive = zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise ModelFileError(f"no member file at {path!r}", "missing") from None
+    except _READ_ERRORS as exc:
+        raise ModelFileError(
+            f"{path!r} is truncated or damaged: not a readable .npz archive ({exc})", "truncated"
+        ) from None
+    with archive:
+        record = _read_record(path, archive)
+        expected = {"index": int(index), "check": _json_value(check or {})}
+        found = {"index": record.get("index"), "check": record.get("check")}
+        if found != expected:
+            raise ModelFileError(
+                f"{path!r} holds another member ({found}) than the one expected ({expected})",
+                "mismatch",
+            )
+        arrays = _read_arrays(path, archive, record)
+    return Decoder(path, arrays).build(record.get("estimator"))
+
+
+# -------------------------------------------------------------------------------------------
+# the store
+# -------------------------------------------------------------------------------------------
+
+
 class MemberStore:
     """The members of one ensemble fit, in a directory (see the module docstring).
 
@@ -128,6 +336,16 @@ class MemberStore:
     identity : dict
         JSON description of the fit (ensemble class, parameters, data fingerprint). A directory
         that already belongs to a different fit is refused rather than mixed.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> from sklearn.linear_model import LinearRegression
+    >>> store = MemberStore(tempfile.mkdtemp(), {"fit": "example"})
+    >>> store.save(3, LinearRegression().fit(np.eye(2), [0.0, 1.0]), check={"features": [0, 1]})
+    True
+    >>> store.indices(), type(store.load_usable(3, check={"features": [0, 1]})).__name__
+    ([3], 'LinearRegression')
     """
 
     def __init__(self, path, identity):
@@ -149,17 +367,11 @@ class MemberStore:
                     f"differs in {differ}); pass a new directory or empty this one."
                 )
         else:
-            self._write_text(manifest, json.dumps(self.identity, indent=1, sort_keys=True))
+            write_text_atomic(manifest, json.dumps(self.identity, indent=1, sort_keys=True))
 
-    def _member_path(self, index):
+    def member_path(self, index):
+        """Path of member ``index``'s file."""
         return os.path.join(self.path, f"member_{int(index):05d}.npz")
-
-    @staticmethod
-    def _write_text(path, text):
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
 
     def indices(self):
         """Indices of the members on disk."""
@@ -172,25 +384,36 @@ class MemberStore:
                     continue
         return sorted(found)
 
-    def save(self, index, estimator, extra=None):
-        """Write member ``index``; returns False (writing nothing) if it is not array-only."""
-        state = estimator_state(estimator)
-        if state is None:
+    def save(self, index, estimator, check=None):
+        """Write member ``index``; returns False (writing nothing) if it is not array-only.
+
+        ``check``: small JSON values identifying the member (see :func:`write_member_file`).
+        """
+        if not storable(estimator):
             return False
-        header, arrays = state
-        header = dict(header, extra=_json_value(extra or {}))
-        path = self._member_path(index)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp.npz"
-        np.savez(tmp, **{_HEADER: np.array(json.dumps(header))}, **arrays)
-        os.replace(tmp, path)
+        write_member_file(self.member_path(index), estimator, index, check)
         return True
 
-    def load(self, index):
-        """``(estimator, extra)`` of member ``index``, or None if it is not on disk."""
-        path = self._member_path(index)
+    def load(self, index, check=None):
+        """Member ``index`` as a fitted estimator, or None if it is not on disk.
+
+        Raises ModelFileError for a file that cannot be used (see :func:`read_member_file`).
+        """
+        path = self.member_path(index)
         if not os.path.exists(path):
             return None
-        with np.load(path, allow_pickle=False) as data:
-            header = json.loads(str(data[_HEADER]))
-            arrays = {k: data[k] for k in data.files if k != _HEADER}
-        return estimator_from_state(header, arrays), header.get("extra", {})
+        return read_member_file(path, index, check)
+
+    def load_usable(self, index, check=None):
+        """Like :meth:`load`, but a file that cannot be used gives a :class:`MemberFileWarning`
+        naming it and why, and None: the caller fits the member again and rewrites the file."""
+        try:
+            return self.load(index, check)
+        except ModelFileError as exc:
+            warnings.warn(
+                f"member {int(index)} cannot be used: {exc} ({exc.reason}); it is fitted again "
+                "and its file rewritten",
+                MemberFileWarning,
+                stacklevel=2,
+            )
+            return None

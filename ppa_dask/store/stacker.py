@@ -1,10 +1,13 @@
-"""xarray adapter: fit, transform and invert labelled cubes (``PPA().fit(da, feature_dim="band")``).
+"""xarray stacker: labelled cubes to ``(samples, features)`` arrays and back.
 
-:class:`ppa_dask.PPA` dispatches here when given an ``xarray.DataArray`` or ``Dataset``; all the
-mathematics stays in the numpy / Dask paths of the estimator, which see a plain
-``(samples, features)`` array. The functions take the estimator as first argument and only call
-its ``fit`` / ``transform`` / ``inverse_transform`` on 2-D arrays, so any transformer of the
-library can use them.
+A :class:`Stacker` knows nothing about estimators. Fitted on a DataArray or Dataset it stacks
+the sample dimensions into one ``(samples, features)`` numpy or Dask array of the valid samples
+and records the layout (:attr:`Stacker.layout`, a dict of plain values and numpy arrays that
+model files save); given a new input it checks it against that layout and stacks it the same
+way; and it unstacks 2-D results (coefficients, or reconstructions in feature space) back into
+DataArrays / Datasets with the sample dimensions and coordinates restored. A model loaded from
+a file rebuilds its stacker with :meth:`Stacker.from_layout`. :class:`ppa_dask.PPA` uses it for
+xarray input and runs its own plain-array code in between.
 
 Layout
 ------
@@ -14,47 +17,49 @@ Layout
   whatever the chunking, so the folds of degree selection do not depend on chunks).
 * Dataset: the data variables are the features (each must have the same dimensions, which are
   the sample dimensions); internally stacked along a ``"variable"`` dimension.
-* ``transform`` returns a DataArray named ``"components"`` with a ``component`` dimension
-  (coordinate 1..k) in place of the feature dimension (first for a Dataset) and the input's
-  sample coordinates. ``inverse_transform`` replaces ``component`` by the feature dimension
-  again, with the feature coordinates recorded at fit (``xarray_layout_``), or returns the
+* Coefficients are unstacked into a DataArray named ``"components"`` with a ``component``
+  dimension (coordinate 1..k) in place of the feature dimension (first for a Dataset) and the
+  input's sample coordinates. Rows in feature space are unstacked with the feature dimension in
+  place of ``component`` again, with the feature coordinates recorded at fit, or into the
   Dataset of the fitted variables.
-* Dask-backed input (``xr.open_zarr``) gives lazy output: one task per row chunk, chunk sizes
-  known.
+* Dask-backed input (``xr.open_zarr``) stays lazy: one task per row chunk, chunk sizes known.
 
 Missing data
 ------------
-``fit`` makes one counting pass (NaN per sample and per feature; for Dask input one computation
-that reads each chunk once and brings back a small integer per sample), then
+:meth:`Stacker.fit_stack` makes one counting pass (NaN per sample and per feature; for Dask
+input one computation that reads each chunk once and brings back a small integer per sample),
+then
 
-* features NaN in every sample are dropped (restored as all-NaN by ``inverse_transform``);
-* samples NaN in every remaining feature (clouds, masked land or sea) are left out of the fit;
+* features NaN in every sample are dropped (unstacked as all-NaN);
+* samples NaN in every remaining feature (clouds, masked land or sea) are left out;
 * samples NaN in some but not all remaining features ("isolated" NaNs) are reported with their
   count, the features concerned and the coordinates of the first ones: ``nan_policy="raise"``
-  (default) raises ValueError with that report, ``"drop_samples"`` leaves them out of the fit
-  too and warns with the report.
+  (default) raises ValueError with that report, ``"drop_samples"`` leaves them out too and
+  warns with the report.
 
 The valid rows are then selected with the concrete boolean mask, so a Dask array keeps known
-chunk sizes (no ``compute_chunk_sizes``). ``transform`` and ``inverse_transform`` return NaN for
-every sample with a NaN in a fitted feature (or coefficient), whatever ``nan_policy`` was; they
-never need the mask pass. Infinite values are not missing data: they raise.
+chunk sizes (no ``compute_chunk_sizes``). :meth:`Stacker.stack` keeps every sample (NaN rows
+included) and never needs the mask pass; the caller maps its rows with NaN out for rows with a
+NaN. Infinite values are not missing data: the stacker passes them on.
 
 Examples
 --------
->>> from ppa_dask import PPA
 >>> from ppa_dask.datasets import make_cube
+>>> from ppa_dask.store.stacker import Stacker
 >>> cube = make_cube(n_bands=8, ny=20, nx=20, random_state=0)["reflectance"]
->>> model = PPA(degree=2, random_state=0).fit(cube, feature_dim="band")
->>> comps = model.transform(cube)
->>> comps.dims
+>>> stacker = Stacker(feature_dim="band")
+>>> train = stacker.fit_stack(cube)  # (valid pixels, bands): what an estimator is fitted on
+>>> rows, samples = stacker.stack(cube)  # every pixel, cloudy ones NaN
+>>> stacker.unstack_components(rows[:, :3], samples).dims
 ('component', 'y', 'x')
->>> back = model.inverse_transform(comps)
+>>> back = stacker.unstack_features(rows, samples)
 >>> back.dims == cube.dims and bool(back.isnull().equals(cube.isnull()))
 True
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -62,13 +67,15 @@ import xarray as xr
 
 from ppa_dask.utils.arrays import is_dask
 
-__all__ = ["COMPONENT_DIM", "NAN_POLICIES", "fit", "transform", "inverse_transform"]
+__all__ = ["COMPONENT_DIM", "NAN_POLICIES", "Samples", "Stacker"]
 
 #: Name of the output dimension of ``transform``.
 COMPONENT_DIM = "component"
 NAN_POLICIES = ("raise", "drop_samples")
 _VARIABLE_DIM = "variable"  # features of a Dataset
 _REPORT_ROWS = 1000  # partial-NaN samples inspected to name the features concerned
+_KINDS = ("DataArray", "Dataset")
+_LAYOUT_KEYS = ("kind", "feature_dim", "n_features", "kept", "feature_coords")
 
 
 # -------------------------------------------------------------------------------------------
@@ -120,32 +127,80 @@ def _stack(A, feature_dim):
     return data2d, sample_dims, sample_shape
 
 
-def _unstack(data2d, sample_shape, sample_dims, new_dim, position, coords, name):
-    """The inverse of :func:`_stack`, with ``new_dim`` at ``position`` among the dimensions."""
-    data = data2d.reshape(*sample_shape, data2d.shape[1])
-    dims = list(sample_dims) + [new_dim]
+def _samples(A, stacked_dim, sample_dims, sample_shape):
+    coords = {k: v for k, v in A.coords.items() if stacked_dim not in v.dims}
+    return Samples(tuple(sample_dims), tuple(sample_shape), coords, A.dims.index(stacked_dim))
+
+
+def _single_column_chunk(rows):
+    # the row functions see whole samples: one chunk along the features, row chunks kept
+    if is_dask(rows) and rows.numblocks[1] != 1:
+        return rows.rechunk({1: -1})
+    return rows
+
+
+def _label(values, i):
+    return values[i].item() if hasattr(values[i], "item") else values[i]
+
+
+@dataclasses.dataclass(frozen=True)
+class Samples:
+    """Where the rows of a stacked array came from: what :class:`Stacker` needs to unstack.
+
+    Parameters
+    ----------
+    dims : tuple of str
+        The sample dimensions, in the order the rows run through them (C order).
+    shape : tuple of int
+        Their sizes; the stacked array has ``prod(shape)`` rows.
+    coords : dict
+        The input's coordinates that do not depend on the stacked dimension.
+    position : int
+        Where the stacked dimension was among the input's dimensions; the unstacked dimension
+        takes its place.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> from ppa_dask.store.stacker import Stacker
+    >>> da = xr.DataArray(np.ones((3, 4, 5)), dims=("band", "y", "x"))
+    >>> stacker = Stacker(feature_dim="band")
+    >>> rows = stacker.fit_stack(da)
+    >>> _, samples = stacker.stack(da)
+    >>> samples.dims, samples.shape, samples.position, samples.n_samples
+    (('y', 'x'), (4, 5), 0, 20)
+    """
+
+    dims: tuple
+    shape: tuple
+    coords: dict
+    position: int
+
+    @property
+    def n_samples(self):
+        """Number of rows of the stacked array."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+def _unstack(rows, samples, new_dim, coords, name):
+    """The inverse of :func:`_stack`, with ``new_dim`` where the stacked dimension was."""
+    if rows.ndim != 2 or rows.shape[0] != samples.n_samples:
+        raise ValueError(
+            f"expected a 2-D array of {samples.n_samples} rows (one per sample of "
+            f"{dict(zip(samples.dims, samples.shape))}), got shape {rows.shape}"
+        )
+    data = rows.reshape(*samples.shape, rows.shape[1])
+    dims = list(samples.dims) + [new_dim]
     out = xr.DataArray(data, dims=dims, coords=coords, name=name)
-    order = list(sample_dims)
-    order.insert(position, new_dim)
+    order = list(samples.dims)
+    order.insert(samples.position, new_dim)
     return out.transpose(*order)
 
 
-def _sample_coords(A, feature_dim):
-    return {k: v for k, v in A.coords.items() if feature_dim not in v.dims}
-
-
-def _layout(est):
-    layout = getattr(est, "xarray_layout_", None)
-    if layout is None:
-        raise ValueError(
-            f"this {type(est).__name__} was fitted on a plain array; fit it on a DataArray or "
-            "Dataset to transform xarray input"
-        )
-    return layout
-
-
-def _n_outputs(est):
-    return len(est.get_feature_names_out())
+def _scatter_features(block, kept_idx, n_features):
+    out = np.full((block.shape[0], n_features), np.nan)
+    out[:, kept_idx] = block
+    return out
 
 
 # -------------------------------------------------------------------------------------------
@@ -165,10 +220,6 @@ def _nan_counts(data2d):
         return dask.compute(isnan.sum(axis=1, dtype=dtype), isnan.sum(axis=0, dtype=np.int64))
     isnan = np.isnan(data2d)
     return isnan.sum(axis=1, dtype=dtype), isnan.sum(axis=0, dtype=np.int64)
-
-
-def _label(values, i):
-    return values[i].item() if hasattr(values[i], "item") else values[i]
 
 
 def _where(index, sample_dims, sample_shape, A):
@@ -206,265 +257,482 @@ def _partial_report(
 
 
 # -------------------------------------------------------------------------------------------
-# fit / transform / inverse
+# layouts
 # -------------------------------------------------------------------------------------------
 
 
-def fit(est, X, feature_dim=None, nan_policy="raise", progress=None):
-    """Fit ``est`` on a DataArray (features along ``feature_dim``) or a Dataset (variables).
+def _checked_layout(layout):
+    """A copy of ``layout`` with numpy arrays for ``kept`` and the feature coordinates.
 
-    Parameters
-    ----------
-    est : estimator
-        Fitted in place on the valid samples, as a numpy or Dask ``(samples, features)`` array.
-    X : xarray.DataArray or xarray.Dataset
-        numpy- or Dask-backed.
-    feature_dim : str
-        DataArray only: the feature dimension; every other dimension is a sample dimension.
-    nan_policy : {"raise", "drop_samples"}, default="raise"
-        For samples with NaN in some but not all (non-empty) features: raise a ValueError that
-        gives their count, the features concerned and where the first ones are, or leave them
-        out of the fit with a warning giving the same report. Samples NaN in every feature are
-        always left out, features NaN everywhere always dropped.
-    progress : callable, optional
-        Passed to ``est.fit``.
-
-    Returns
-    -------
-    est
-        With ``xarray_layout_``: the feature dimension, the feature coordinates, which features
-        were kept and a NaN summary (``nan_summary``: samples in all, fitted, fully masked,
-        with isolated NaNs, and the positions of the dropped features).
+    Accepts the dict :attr:`Stacker.layout` gives, as a model file loads it or as read back
+    from JSON (lists in place of arrays).
     """
-    if nan_policy not in NAN_POLICIES:
-        raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
-    A, fdim, kind, variables = _as_feature_array(X, feature_dim)
-    if COMPONENT_DIM in A.dims:
-        raise ValueError(
-            f"the input has a {COMPONENT_DIM!r} dimension, the name of the output dimension; "
-            "rename it first"
-        )
-    data2d, sample_dims, sample_shape = _stack(A, fdim)
-    if not np.issubdtype(data2d.dtype, np.floating):
-        data2d = data2d.astype(np.float64)
-    n, d = data2d.shape
-    feature_coords = {k: np.asarray(v.values) for k, v in A.coords.items() if v.dims == (fdim,)}
-    labels = feature_coords.get(fdim, np.arange(d))
-    labels = [_label(labels, i) for i in range(d)]
-
-    per_sample, per_feature = _nan_counts(data2d)
-    dropped = per_feature == n
-    kept_idx = np.flatnonzero(~dropped)
-    if kept_idx.size == 0:
-        raise ValueError(f"every {fdim} is NaN in every sample: nothing to fit")
-    n_kept = kept_idx.size
-    nan_kept = per_sample.astype(np.int64) - int(dropped.sum())
-    valid = nan_kept == 0
-    masked = nan_kept == n_kept
-    partial = ~valid & ~masked
-    summary = {
-        "n_samples": int(n),
-        "n_masked": int(masked.sum()),
-        "n_isolated_samples": int(partial.sum()),
-        "n_isolated_values": int(nan_kept[partial].sum()),
-        "dropped_features": [int(i) for i in np.flatnonzero(dropped)],
-    }
-    if partial.any():
-        report = _partial_report(
-            data2d, partial, nan_kept, kept_idx, labels, sample_dims, sample_shape, A, fdim
-        )
-        if nan_policy == "raise":
-            raise ValueError(
-                report + ". Pass nan_policy='drop_samples' to leave these samples out of the fit "
-                "(transform returns NaN for them), or fill the gaps first."
-            )
-        warnings.warn(
-            report + "; these samples are left out of the fit (nan_policy='drop_samples').",
-            UserWarning,
-            stacklevel=3,
-        )
-    if not valid.any():
-        raise ValueError(
-            f"no sample has every {fdim} valid ({summary['n_masked']} fully masked, "
-            f"{summary['n_isolated_samples']} with isolated NaNs): nothing to fit"
-        )
-    summary["n_fitted"] = int(valid.sum())
-
-    Xfit = data2d if not dropped.any() else data2d[:, kept_idx]
-    if not valid.all():
-        # a concrete numpy mask keeps the Dask chunk sizes known
-        Xfit = Xfit[valid]
-        if is_dask(Xfit) and 0 in Xfit.chunks[0]:
-            Xfit = Xfit.rechunk({0: tuple(c for c in Xfit.chunks[0] if c > 0)})
-    if progress is None:
-        est.fit(Xfit)
-    else:
-        est.fit(Xfit, progress=progress)
-    est.xarray_layout_ = {
-        "kind": kind,
-        "feature_dim": fdim,
-        "n_features": int(d),
-        "kept": ~dropped,
-        "feature_coords": feature_coords,
-        "name": None if A.name is None or kind == "Dataset" else str(A.name),
-        "variables": variables,
-        "nan_summary": summary,
-    }
-    return est
-
-
-def _check_features(layout, A, fdim, where):
+    if not isinstance(layout, dict):
+        raise TypeError(f"an xarray layout is a dict, got {type(layout)}")
+    missing = [k for k in _LAYOUT_KEYS if k not in layout]
+    if missing:
+        raise ValueError(f"the xarray layout lacks the key(s) {missing}")
+    kind = layout["kind"]
+    if kind not in _KINDS:
+        raise ValueError(f"the xarray layout's kind must be one of {_KINDS}, got {kind!r}")
     d = layout["n_features"]
-    if A.sizes[fdim] != d:
-        raise ValueError(
-            f"{where} has {A.sizes[fdim]} entries along {fdim!r}; the model was fitted on {d}"
-        )
-    fitted = layout["feature_coords"].get(fdim)
-    if fitted is not None and fdim in A.coords:
-        given = np.asarray(A.coords[fdim].values)
-        if given.shape != fitted.shape or not np.array_equal(given, fitted):
-            raise ValueError(
-                f"the {fdim!r} coordinate of {where} differs from the one the model was fitted "
-                f"on ({list(fitted)[:8]}...)"
-            )
-
-
-def _transform_rows(block, est, kept_idx, n_out):
-    X = np.asarray(block)
-    if kept_idx is not None:
-        X = X[:, kept_idx]
-    valid = ~np.isnan(X).any(axis=1)
-    out = np.full((X.shape[0], n_out), np.nan)
-    if valid.all():
-        out[:] = est.transform(X)
-    elif valid.any():
-        out[valid] = est.transform(X[valid])
-    return out
-
-
-def transform(est, X):
-    """Coefficients of a DataArray / Dataset shaped like the one ``est`` was fitted on.
-
-    Returns
-    -------
-    components : xarray.DataArray
-        Named ``"components"``; the input's dimensions with ``component`` (coordinate 1..k) in
-        place of the feature dimension (first for a Dataset); sample coordinates kept. NaN for
-        samples with a NaN in a fitted feature. Lazy for Dask-backed input.
-    """
-    layout = _layout(est)
-    if layout["kind"] == "Dataset":
-        if not isinstance(X, xr.Dataset):
-            raise TypeError("the model was fitted on a Dataset; transform a Dataset")
-        missing = [v for v in layout["variables"] if v not in X.data_vars]
-        if missing:
-            raise ValueError(f"the Dataset lacks the fitted variable(s) {missing}")
-        X = X[layout["variables"]]
-        A, fdim, _, _ = _as_feature_array(X, None)
-    else:
-        if not isinstance(X, xr.DataArray):
-            raise TypeError("the model was fitted on a DataArray; transform a DataArray")
-        fdim = layout["feature_dim"]
-        A, fdim, _, _ = _as_feature_array(X, fdim)
-    if COMPONENT_DIM in A.dims:
-        raise ValueError(f"the input already has a {COMPONENT_DIM!r} dimension")
-    _check_features(layout, A, fdim, "X")
-    data2d, sample_dims, sample_shape = _stack(A, fdim)
+    if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 1:
+        raise ValueError(f"the xarray layout's n_features must be a positive int, got {d!r}")
     kept = np.asarray(layout["kept"])
-    kept_idx = None if kept.all() else np.flatnonzero(kept)
-    n_out = _n_outputs(est)
-    if is_dask(data2d):
-        data2d = data2d.rechunk({1: -1})
-        out = data2d.map_blocks(
-            _transform_rows,
-            est,
-            kept_idx,
-            n_out,
-            dtype=np.float64,
-            chunks=(data2d.chunks[0], (n_out,)),
-            meta=np.empty((0, 0)),
+    if kept.dtype != bool or kept.shape != (d,):
+        raise ValueError(
+            f"the xarray layout's kept must be {d} booleans (one per feature), got "
+            f"{kept.dtype} of shape {kept.shape}"
         )
-    else:
-        out = _transform_rows(data2d, est, kept_idx, n_out)
-    coords = _sample_coords(A, fdim)
-    coords[COMPONENT_DIM] = np.arange(1, n_out + 1)
-    return _unstack(
-        out, sample_shape, sample_dims, COMPONENT_DIM, A.dims.index(fdim), coords, "components"
-    )
-
-
-def _inverse_rows(block, est, kept_idx, n_features):
-    R = np.asarray(block)
-    valid = ~np.isnan(R).any(axis=1)
-    out = np.full((R.shape[0], n_features), np.nan)
-    if valid.any():
-        rows = est.inverse_transform(R if valid.all() else R[valid])
-        if valid.all() and kept_idx is None:
-            out[:] = rows
-        else:
-            r = np.flatnonzero(valid)
-            c = np.arange(n_features) if kept_idx is None else kept_idx
-            out[np.ix_(r, c)] = rows
-    return out
-
-
-def inverse_transform(est, R):
-    """Back from coefficients to the fitted layout (dimensions, coordinates, variables).
-
-    Parameters
-    ----------
-    R : xarray.DataArray
-        With a ``component`` dimension holding the leading ``m`` components (``1..m``, as
-        ``transform`` returns them, or ``components.isel(component=slice(0, m))`` for the
-        ``m``-component reconstruction).
-
-    Returns
-    -------
-    X : xarray.DataArray or xarray.Dataset
-        The feature dimension (with its fitted coordinates) in place of ``component``, or the
-        fitted Dataset variables. Features dropped at fit (NaN everywhere) and samples with a
-        NaN coefficient are NaN. Lazy for Dask-backed input.
-    """
-    layout = _layout(est)
-    if not isinstance(R, xr.DataArray):
-        raise TypeError(f"inverse_transform needs a DataArray of components, got {type(R)}")
-    if COMPONENT_DIM not in R.dims:
-        raise ValueError(f"R has no {COMPONENT_DIM!r} dimension (dims {R.dims})")
-    m = R.sizes[COMPONENT_DIM]
-    if COMPONENT_DIM in R.coords:
-        labels = np.asarray(R.coords[COMPONENT_DIM].values)
-        if not np.array_equal(labels, np.arange(1, m + 1)):
-            raise ValueError(
-                f"inverse_transform needs the leading components 1..{m} in order; R has "
-                f"components {labels.tolist()}"
-            )
+    if not kept.any():
+        raise ValueError("the xarray layout keeps no feature")
     fdim = layout["feature_dim"]
-    if fdim in R.dims:
-        raise ValueError(f"R already has the feature dimension {fdim!r}")
-    data2d, sample_dims, sample_shape = _stack(R, COMPONENT_DIM)
-    d = layout["n_features"]
-    kept = np.asarray(layout["kept"])
-    kept_idx = None if kept.all() else np.flatnonzero(kept)
-    if is_dask(data2d):
-        data2d = data2d.rechunk({1: -1})
-        out = data2d.map_blocks(
-            _inverse_rows,
-            est,
-            kept_idx,
-            d,
-            dtype=np.float64,
-            chunks=(data2d.chunks[0], (d,)),
-            meta=np.empty((0, 0)),
-        )
-    else:
-        out = _inverse_rows(data2d, est, kept_idx, d)
-    coords = _sample_coords(R, COMPONENT_DIM)
-    for k, v in layout["feature_coords"].items():
-        coords[k] = (fdim, v)
-    if layout["kind"] == "Dataset":
-        coords[fdim] = (fdim, np.array(layout["variables"], dtype=object))
-        arr = _unstack(out, sample_shape, sample_dims, fdim, 0, coords, None)
-        return arr.to_dataset(dim=fdim)
-    return _unstack(
-        out, sample_shape, sample_dims, fdim, R.dims.index(COMPONENT_DIM), coords, layout["name"]
+    if not isinstance(fdim, str):
+        raise ValueError(f"the xarray layout's feature_dim must be a str, got {fdim!r}")
+    feature_coords = {}
+    for k, v in dict(layout["feature_coords"]).items():
+        v = np.asarray(v)
+        if v.shape != (d,):
+            raise ValueError(
+                f"the xarray layout's feature coordinate {k!r} has shape {v.shape}; expected "
+                f"({d},)"
+            )
+        feature_coords[k] = v
+    variables = layout.get("variables")
+    if kind == "Dataset":
+        if variables is None or len(variables) != d:
+            raise ValueError(
+                f"the xarray layout of a Dataset must name its {d} variables, got {variables!r}"
+            )
+        variables = [str(v) for v in variables]
+    out = dict(layout)
+    out.update(
+        kind=kind,
+        feature_dim=fdim,
+        n_features=int(d),
+        kept=kept,
+        feature_coords=feature_coords,
+        name=layout.get("name"),
+        variables=variables,
     )
+    return out
+
+
+# -------------------------------------------------------------------------------------------
+# the stacker
+# -------------------------------------------------------------------------------------------
+
+
+class Stacker:
+    """Stacks xarray cubes into ``(samples, features)`` arrays and unstacks results.
+
+    Parameters
+    ----------
+    feature_dim : str, optional
+        DataArray only: the dimension holding the features; every other dimension is a sample
+        dimension. For a Dataset (``None``) the data variables are the features.
+    nan_policy : {"raise", "drop_samples"}, default="raise"
+        What :meth:`fit_stack` does with samples NaN in some but not all (non-empty)
+        features: raise a ValueError that gives their count, the features concerned and where
+        the first ones are, or leave them out with a warning giving the same report. Samples
+        NaN in every feature are always left out, features NaN everywhere always dropped.
+
+    Attributes
+    ----------
+    layout : dict
+        After :meth:`fit_stack` (or :meth:`from_layout`): ``kind`` ("DataArray" or
+        "Dataset"), ``feature_dim``, ``n_features``, ``kept`` (booleans, one per feature),
+        ``feature_coords`` (name -> numpy array along the feature dimension), ``name`` (of the
+        DataArray), ``variables`` (of the Dataset) and ``nan_summary`` (samples in all,
+        fitted, fully masked, with isolated NaNs, and the positions of the dropped features).
+        Plain values and numpy arrays only, so a model file can save it.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> from ppa_dask.store.stacker import Stacker
+    >>> values = np.arange(24.0).reshape(2, 3, 4)
+    >>> values[:, 0, 1] = np.nan  # a masked pixel
+    >>> da = xr.DataArray(values, dims=("band", "y", "x"), coords={"band": [450, 550]})
+    >>> stacker = Stacker(feature_dim="band")
+    >>> stacker.fit_stack(da).shape  # the 11 valid pixels
+    (11, 2)
+    >>> rows, samples = stacker.stack(da)  # every pixel, NaN rows included
+    >>> rows.shape
+    (12, 2)
+    >>> back = stacker.unstack_features(rows, samples)
+    >>> back.dims, bool(back.identical(da))
+    (('band', 'y', 'x'), True)
+    >>> rebuilt = Stacker.from_layout(stacker.layout)
+    >>> rebuilt.unstack_components(rows[:, :1], samples).dims
+    ('component', 'y', 'x')
+    """
+
+    def __init__(self, feature_dim=None, nan_policy="raise"):
+        if nan_policy not in NAN_POLICIES:
+            raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
+        self.feature_dim = feature_dim
+        self.nan_policy = nan_policy
+        self._layout = None
+
+    @classmethod
+    def from_layout(cls, layout):
+        """A fitted stacker from a recorded :attr:`layout` (say, of a model loaded from a file).
+
+        Parameters
+        ----------
+        layout : dict
+            As :attr:`layout` gives it, or read back from JSON (lists in place of arrays).
+
+        Returns
+        -------
+        Stacker
+
+        Examples
+        --------
+        >>> import json, numpy as np, xarray as xr
+        >>> from ppa_dask.store.stacker import Stacker
+        >>> da = xr.DataArray(np.ones((2, 5)), dims=("band", "pixel"))
+        >>> fitted = Stacker(feature_dim="band")
+        >>> _ = fitted.fit_stack(da)
+        >>> as_json = json.dumps(fitted.layout, default=lambda a: a.tolist())
+        >>> Stacker.from_layout(json.loads(as_json)).layout["kept"]
+        array([ True,  True])
+        """
+        checked = _checked_layout(layout)
+        fdim = None if checked["kind"] == "Dataset" else checked["feature_dim"]
+        return cls(feature_dim=fdim).restore(checked)
+
+    def restore(self, layout):
+        """Take ``layout`` (checked as in :meth:`from_layout`) as this stacker's fitted layout.
+
+        Returns
+        -------
+        self : Stacker
+        """
+        self._layout = _checked_layout(layout)
+        return self
+
+    def _fitted_layout(self):
+        if self._layout is None:
+            raise ValueError("this Stacker is not fitted; call fit_stack or from_layout first")
+        return self._layout
+
+    @property
+    def layout(self):
+        """The recorded layout (a new dict each time); ValueError before any fit."""
+        return dict(self._fitted_layout())
+
+    @property
+    def n_kept(self):
+        """Number of features in the stacked arrays (the fitted features NaN nowhere)."""
+        return int(np.count_nonzero(self._fitted_layout()["kept"]))
+
+    # ---------------------------------------------------------------------------------------
+    # stacking
+    # ---------------------------------------------------------------------------------------
+
+    def fit_stack(self, X):
+        """Record the layout of ``X`` and stack its valid samples.
+
+        One counting pass over the data (one Dask computation for Dask-backed input). Warnings
+        of ``nan_policy="drop_samples"`` point to the caller of this method's caller (the user
+        of the estimator that stacks).
+
+        Parameters
+        ----------
+        X : xarray.DataArray or xarray.Dataset
+            numpy- or Dask-backed.
+
+        Returns
+        -------
+        rows : numpy.ndarray or dask.array.Array of shape (n_valid_samples, n_kept)
+            Floating point; a Dask array keeps known chunk sizes (empty row chunks removed).
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr
+        >>> from ppa_dask.store.stacker import Stacker
+        >>> values = np.ones((3, 4))
+        >>> values[2] = np.nan  # a dead feature
+        >>> values[:, 0] = np.nan  # a masked sample
+        >>> stacker = Stacker(feature_dim="band")
+        >>> stacker.fit_stack(xr.DataArray(values, dims=("band", "pixel"))).shape
+        (3, 2)
+        >>> stacker.layout["nan_summary"]["dropped_features"]
+        [2]
+        """
+        A, fdim, kind, variables = _as_feature_array(X, self.feature_dim)
+        if COMPONENT_DIM in A.dims:
+            raise ValueError(
+                f"the input has a {COMPONENT_DIM!r} dimension, the name of the output dimension; "
+                "rename it first"
+            )
+        data2d, sample_dims, sample_shape = _stack(A, fdim)
+        if not np.issubdtype(data2d.dtype, np.floating):
+            data2d = data2d.astype(np.float64)
+        n, d = data2d.shape
+        feature_coords = {
+            k: np.asarray(v.values) for k, v in A.coords.items() if v.dims == (fdim,)
+        }
+        labels = feature_coords.get(fdim, np.arange(d))
+        labels = [_label(labels, i) for i in range(d)]
+
+        per_sample, per_feature = _nan_counts(data2d)
+        dropped = per_feature == n
+        kept_idx = np.flatnonzero(~dropped)
+        if kept_idx.size == 0:
+            raise ValueError(f"every {fdim} is NaN in every sample: nothing to fit")
+        n_kept = kept_idx.size
+        nan_kept = per_sample.astype(np.int64) - int(dropped.sum())
+        valid = nan_kept == 0
+        masked = nan_kept == n_kept
+        partial = ~valid & ~masked
+        summary = {
+            "n_samples": int(n),
+            "n_masked": int(masked.sum()),
+            "n_isolated_samples": int(partial.sum()),
+            "n_isolated_values": int(nan_kept[partial].sum()),
+            "dropped_features": [int(i) for i in np.flatnonzero(dropped)],
+        }
+        if partial.any():
+            report = _partial_report(
+                data2d, partial, nan_kept, kept_idx, labels, sample_dims, sample_shape, A, fdim
+            )
+            if self.nan_policy == "raise":
+                raise ValueError(
+                    report + ". Pass nan_policy='drop_samples' to leave these samples out of the "
+                    "fit (transform returns NaN for them), or fill the gaps first."
+                )
+            warnings.warn(
+                report + "; these samples are left out of the fit (nan_policy='drop_samples').",
+                UserWarning,
+                stacklevel=3,
+            )
+        if not valid.any():
+            raise ValueError(
+                f"no sample has every {fdim} valid ({summary['n_masked']} fully masked, "
+                f"{summary['n_isolated_samples']} with isolated NaNs): nothing to fit"
+            )
+        summary["n_fitted"] = int(valid.sum())
+
+        rows = data2d if not dropped.any() else data2d[:, kept_idx]
+        if not valid.all():
+            # a concrete numpy mask keeps the Dask chunk sizes known
+            rows = rows[valid]
+            if is_dask(rows) and 0 in rows.chunks[0]:
+                rows = rows.rechunk({0: tuple(c for c in rows.chunks[0] if c > 0)})
+        self._layout = {
+            "kind": kind,
+            "feature_dim": fdim,
+            "n_features": int(d),
+            "kept": ~dropped,
+            "feature_coords": feature_coords,
+            "name": None if A.name is None or kind == "Dataset" else str(A.name),
+            "variables": variables,
+            "nan_summary": summary,
+        }
+        return rows
+
+    def _check_features(self, A, fdim, where):
+        d = self._fitted_layout()["n_features"]
+        if A.sizes[fdim] != d:
+            raise ValueError(
+                f"{where} has {A.sizes[fdim]} entries along {fdim!r}; the model was fitted on {d}"
+            )
+        fitted = self._fitted_layout()["feature_coords"].get(fdim)
+        if fitted is not None and fdim in A.coords:
+            given = np.asarray(A.coords[fdim].values)
+            if given.shape != fitted.shape or not np.array_equal(given, fitted):
+                raise ValueError(
+                    f"the {fdim!r} coordinate of {where} differs from the one the model was "
+                    f"fitted on ({list(fitted)[:8]}...)"
+                )
+
+    def stack(self, X):
+        """Stack every sample of ``X``, checked against the recorded layout.
+
+        Parameters
+        ----------
+        X : xarray.DataArray or xarray.Dataset
+            Of the kind fitted, with the fitted features (a Dataset's variables are found by
+            name); the sample dimensions may differ from the fitted ones.
+
+        Returns
+        -------
+        rows : numpy.ndarray or dask.array.Array of shape (n_samples, n_kept)
+            The kept features of every sample, NaN rows included; a Dask array has the input's
+            row chunks and one chunk along the features.
+        samples : Samples
+            For :meth:`unstack_components`.
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr
+        >>> from ppa_dask.store.stacker import Stacker
+        >>> da = xr.DataArray(np.ones((2, 3, 4)), dims=("band", "y", "x"))
+        >>> stacker = Stacker(feature_dim="band")
+        >>> _ = stacker.fit_stack(da)
+        >>> rows, samples = stacker.stack(da.isel(y=slice(0, 2)))
+        >>> rows.shape, samples.shape
+        ((8, 2), (2, 4))
+        """
+        layout = self._fitted_layout()
+        if layout["kind"] == "Dataset":
+            if not isinstance(X, xr.Dataset):
+                raise TypeError("the model was fitted on a Dataset; transform a Dataset")
+            missing = [v for v in layout["variables"] if v not in X.data_vars]
+            if missing:
+                raise ValueError(f"the Dataset lacks the fitted variable(s) {missing}")
+            A, fdim, _, _ = _as_feature_array(X[layout["variables"]], None)
+        else:
+            if not isinstance(X, xr.DataArray):
+                raise TypeError("the model was fitted on a DataArray; transform a DataArray")
+            A, fdim, _, _ = _as_feature_array(X, layout["feature_dim"])
+        if COMPONENT_DIM in A.dims:
+            raise ValueError(f"the input already has a {COMPONENT_DIM!r} dimension")
+        self._check_features(A, fdim, "X")
+        data2d, sample_dims, sample_shape = _stack(A, fdim)
+        kept = layout["kept"]
+        rows = _single_column_chunk(data2d)
+        if not kept.all():
+            rows = rows[:, np.flatnonzero(kept)]
+        return rows, _samples(A, fdim, sample_dims, sample_shape)
+
+    def stack_components(self, R):
+        """Stack a DataArray of coefficients (a ``component`` dimension) into rows.
+
+        Parameters
+        ----------
+        R : xarray.DataArray
+            With a ``component`` dimension holding the leading ``m`` components (``1..m``, as
+            :meth:`unstack_components` gives them, or ``R.isel(component=slice(0, m))``).
+
+        Returns
+        -------
+        rows : numpy.ndarray or dask.array.Array of shape (n_samples, m)
+            One chunk along the components for Dask input.
+        samples : Samples
+            For :meth:`unstack_features`.
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr
+        >>> from ppa_dask.store.stacker import Stacker
+        >>> stacker = Stacker(feature_dim="band")
+        >>> _ = stacker.fit_stack(xr.DataArray(np.ones((3, 4)), dims=("band", "pixel")))
+        >>> R = xr.DataArray(np.ones((2, 4)), dims=("component", "pixel"))
+        >>> stacker.stack_components(R)[0].shape
+        (4, 2)
+        """
+        fdim = self._fitted_layout()["feature_dim"]
+        if not isinstance(R, xr.DataArray):
+            raise TypeError(f"inverse_transform needs a DataArray of components, got {type(R)}")
+        if COMPONENT_DIM not in R.dims:
+            raise ValueError(f"R has no {COMPONENT_DIM!r} dimension (dims {R.dims})")
+        m = R.sizes[COMPONENT_DIM]
+        if COMPONENT_DIM in R.coords:
+            labels = np.asarray(R.coords[COMPONENT_DIM].values)
+            if not np.array_equal(labels, np.arange(1, m + 1)):
+                raise ValueError(
+                    f"inverse_transform needs the leading components 1..{m} in order; R has "
+                    f"components {labels.tolist()}"
+                )
+        if fdim in R.dims:
+            raise ValueError(f"R already has the feature dimension {fdim!r}")
+        data2d, sample_dims, sample_shape = _stack(R, COMPONENT_DIM)
+        return _single_column_chunk(data2d), _samples(R, COMPONENT_DIM, sample_dims, sample_shape)
+
+    # ---------------------------------------------------------------------------------------
+    # unstacking
+    # ---------------------------------------------------------------------------------------
+
+    def unstack_components(self, rows, samples):
+        """Coefficient rows back to a DataArray named ``"components"``.
+
+        Parameters
+        ----------
+        rows : numpy.ndarray or dask.array.Array of shape (n_samples, k)
+            One row per sample of ``samples`` (NaN for samples without coefficients).
+        samples : Samples
+            As :meth:`stack` gave it.
+
+        Returns
+        -------
+        components : xarray.DataArray
+            The sample dimensions and coordinates, with ``component`` (coordinate 1..k) where
+            the feature dimension was.
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr
+        >>> from ppa_dask.store.stacker import Stacker
+        >>> da = xr.DataArray(np.ones((3, 4)), dims=("band", "pixel"))
+        >>> stacker = Stacker(feature_dim="band")
+        >>> _ = stacker.fit_stack(da)
+        >>> rows, samples = stacker.stack(da)
+        >>> stacker.unstack_components(rows[:, :2], samples)["component"].values.tolist()
+        [1, 2]
+        """
+        self._fitted_layout()  # an unfitted stacker says so
+        coords = dict(samples.coords)
+        coords[COMPONENT_DIM] = np.arange(1, rows.shape[1] + 1)
+        return _unstack(rows, samples, COMPONENT_DIM, coords, "components")
+
+    def unstack_features(self, rows, samples):
+        """Rows of the kept features back to the fitted layout (dimensions, coordinates).
+
+        Parameters
+        ----------
+        rows : numpy.ndarray or dask.array.Array of shape (n_samples, n_kept)
+            One row per sample of ``samples``, one column per kept feature.
+        samples : Samples
+            As :meth:`stack_components` (or :meth:`stack`) gave it.
+
+        Returns
+        -------
+        X : xarray.DataArray or xarray.Dataset
+            The feature dimension (with its fitted coordinates) where the stacked dimension
+            was, or the fitted Dataset variables; features dropped at fit are NaN. Lazy for
+            Dask rows.
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr
+        >>> from ppa_dask.store.stacker import Stacker
+        >>> values = np.ones((3, 4))
+        >>> values[1] = np.nan  # dropped at fit
+        >>> stacker = Stacker(feature_dim="band")
+        >>> _ = stacker.fit_stack(xr.DataArray(values, dims=("band", "pixel")))
+        >>> rows, samples = stacker.stack(xr.DataArray(values, dims=("band", "pixel")))
+        >>> stacker.unstack_features(rows, samples).isnull().values[:, 0].tolist()
+        [False, True, False]
+        """
+        layout = self._fitted_layout()
+        fdim, d, kept = layout["feature_dim"], layout["n_features"], layout["kept"]
+        n_kept = int(np.count_nonzero(kept))
+        if rows.ndim != 2 or rows.shape[1] != n_kept:
+            raise ValueError(
+                f"expected one column per kept feature ({n_kept}), got shape {rows.shape}"
+            )
+        if not kept.all():
+            kept_idx = np.flatnonzero(kept)
+            if is_dask(rows):
+                rows = _single_column_chunk(rows).map_blocks(
+                    _scatter_features,
+                    kept_idx,
+                    d,
+                    dtype=np.float64,
+                    chunks=(rows.chunks[0], (d,)),
+                    meta=np.empty((0, 0)),
+                )
+            else:
+                rows = _scatter_features(rows, kept_idx, d)
+        coords = dict(samples.coords)
+        for k, v in layout["feature_coords"].items():
+            coords[k] = (fdim, v)
+        if layout["kind"] == "Dataset":
+            coords[fdim] = (fdim, np.array(layout["variables"], dtype=object))
+            position0 = dataclasses.replace(samples, position=0)
+            return _unstack(rows, position0, fdim, coords, None).to_dataset(dim=fdim)
+        return _unstack(rows, samples, fdim, coords, layout["name"])
