@@ -2,7 +2,7 @@
 
 This module is the independent check the test suite (and the benchmark) holds the fast
 ``ppa_dask`` implementation against. It is a literal port of the paper's sequential
-algorithm (DESIGN.md section 2) on in-memory NumPy arrays: ``numpy.linalg.eigh`` of each
+algorithm (docs/design.md section 2) on in-memory NumPy arrays: ``numpy.linalg.eigh`` of each
 residual covariance and ``numpy.linalg.lstsq`` on raw Vandermonde columns. It favours
 being obviously right over being fast or memory-frugal, and shares no code with
 ``ppa_dask``.

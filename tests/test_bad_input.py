@@ -450,8 +450,8 @@ BAD_PARAMS = [
     (dict(n_components=2.0), ValueError, r"n_components must be None or an int"),
     (dict(residual_cache="bogus"), ValueError, r"residual_cache must be one of.*'bogus'"),
     (dict(residual_cache=None), ValueError, r"residual_cache must be one of"),
-    (dict(extrapolation="cubic"), ValueError, r"extrapolation must be 'linear' or 'polynomial'"),
-    (dict(block_rows=0), ValueError, r"block_rows must be a positive int"),
+    (dict(extrapolation="cubic"), ValueError, r"extrapolation must be one of \('linear', 'poly"),
+    (dict(block_rows=0), ValueError, r"block_rows must be an int >= 1, got 0"),
 ]
 
 

@@ -132,12 +132,12 @@ def test_written_to_zarr_and_opened_lazily(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(n_bands=1), "n_bands must be >= 2"),
-        (dict(cloud_fraction=1.0), "cloud_fraction must be < 1"),
-        (dict(noise=-0.1), "noise must be >= 0"),
+        (dict(n_bands=1), "n_bands must be an int >= 2, got 1"),
+        (dict(cloud_fraction=1.0), r"cloud_fraction must be a finite number in \[0, 1\), got 1.0"),
+        (dict(noise=-0.1), "noise must be a finite number >= 0"),
         (dict(dtype="int16"), "dtype must be"),
         (dict(chunks={"z": 4}), "unknown dimension"),
-        (dict(field_scale=0), "field_scale must be > 0"),
+        (dict(field_scale=0), "field_scale must be None or a finite number > 0"),
     ],
 )
 def test_bad_parameters_are_named(kwargs, message):

@@ -328,6 +328,37 @@ def test_write_zarr_failing_chunk_leaves_nothing(tmp_path, monkeypatch):
     assert _siblings(tmp_path) == []
 
 
+def test_write_zarr_output_opens_as_a_complete_result(tmp_path):
+    from ppa_dask.store import open_array, open_input
+
+    out = write_zarr(tmp_path / "r.zarr", 900, n_features=4, chunk_rows=400, random_state=5)
+    x = open_array(out)  # refuses an array without the completion marker
+    assert x.chunks == ((400, 400, 100), (4,))
+    expected = make_curved_manifold(900, 4, random_state=5)
+    np.testing.assert_array_equal(x.compute(), expected)
+    np.testing.assert_array_equal(open_input(out).compute(), expected)
+
+
+def test_write_zarr_interrupted_in_a_block_leaves_nothing_at_the_target(tmp_path, monkeypatch):
+    spec = ds._KINDS["curved"]
+    real = spec.block
+    calls = []
+
+    def failing_block(rng, lo, hi, n_features, params):
+        calls.append(lo)
+        if len(calls) > 1:  # the first chunk is stored, the second fails
+            raise RuntimeError("simulated failure in the block generator")
+        return real(rng, lo, hi, n_features, params)
+
+    monkeypatch.setattr(spec, "block", failing_block)
+    target = tmp_path / "x.zarr"
+    with pytest.raises(RuntimeError, match="simulated failure in the block generator"):
+        write_zarr(target, 1000, n_features=4, chunk_rows=300, random_state=0)
+    assert len(calls) > 1
+    assert not os.path.lexists(target)
+    assert _siblings(tmp_path) == []
+
+
 def test_write_zarr_on_distributed_client(tmp_path):
     zarr = pytest.importorskip("zarr")
     distributed = pytest.importorskip("distributed")

@@ -299,7 +299,7 @@ def test_gd_with_no_descent_budget_is_pca_based_ppa():
 @pytest.mark.parametrize(
     "params, message",
     [
-        (dict(leading_vector="sgd"), "leading_vector must be 'pca' or 'gd'"),
+        (dict(leading_vector="sgd"), r"leading_vector must be one of \('pca', 'gd'\)"),
         (dict(leading_vector="gd", gd_max_iter=-1), "gd_max_iter must be an int >= 0"),
         (dict(leading_vector="gd", gd_max_iter=2.5), "gd_max_iter must be an int >= 0"),
         (dict(leading_vector="gd", gd_tol=np.nan), "gd_tol must be a finite number >= 0"),

@@ -450,7 +450,7 @@ def test_other_bad_input_gets_clear_errors_and_inputs_stay_unmodified():
         NaiveBayesScaling(extra_X=X).fit(X, y)
     with pytest.raises(ValueError, match="kernel must be one of"):
         vsk_gram(X, None, "poly")
-    with pytest.raises(ValueError, match="gamma must be a finite float > 0"):
+    with pytest.raises(ValueError, match=r"gamma \(of the Gaussian kernel\) must be .* > 0"):
         blockwise_spectral_ratio(X, None, "rbf", -1.0)
     with pytest.raises(ValueError, match="square"):
         spectral_ratio(np.ones((3, 4)))

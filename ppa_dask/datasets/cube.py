@@ -31,9 +31,9 @@ import numbers
 
 import numpy as np
 
-from ppa_dask.store.model_files import open_dataset, write_dataset
-from ppa_dask.utils.params import check_float, check_int
-from ppa_dask.utils.seeds import resolve_seed
+from ppa_dask.store import open_dataset, write_dataset
+from ppa_dask.utils.params import AnyOf, Integer, Real, check_param, check_params
+from ppa_dask.utils.seeds import RANDOM_STATE, resolve_seed
 
 __all__ = ["make_cube", "cube_wavelengths"]
 
@@ -41,6 +41,18 @@ _N_MODES = 24
 _NOISE_STREAM = 7
 _STREAMS = {"vegetation": 1, "moisture": 2, "shade": 3, "cloud": 4, "season": 5}
 _PIXEL = 30.0  # metres per pixel (the x / y coordinates)
+
+#: What make_cube's parameters may be (dtype and chunks are checked where they are read).
+_CUBE_PARAMS = {
+    "n_bands": Integer(2),
+    "ny": Integer(1),
+    "nx": Integer(1),
+    "n_times": AnyOf(None, Integer(1)),
+    "noise": Real(0),
+    "cloud_fraction": Real(0, 1, closed="left"),
+    "field_scale": AnyOf(None, Real(0, closed="neither")),
+    "random_state": RANDOM_STATE,
+}
 
 
 def cube_wavelengths(n_bands):
@@ -182,7 +194,7 @@ def _normalise_chunks(chunks, dims, shape):
     out = []
     for dim, size in zip(dims, shape):
         c = chunks.get(dim, 1 if dim == "time" else size)
-        c = size if c in (-1, None) else check_int(f"chunks[{dim!r}]", c, 1)
+        c = size if c in (-1, None) else check_param(f"chunks[{dim!r}]", c, Integer(1))
         out.append(min(c, size))
     return tuple(out)
 
@@ -204,7 +216,7 @@ def make_cube(
     """Synthetic hyperspectral-like cube: spectra that are smooth nonlinear functions of three
     latent fields (vegetation fraction, moisture, illumination) plus noise, with cloud gaps.
 
-    See the module docstring of ``ppa_dask._cube`` for the exact model. Every value is a
+    See the module docstring of ``ppa_dask.datasets.cube`` for the exact model. Every value is a
     function of the seed and the pixel's position only (not of ``chunks``).
 
     Parameters
@@ -218,7 +230,7 @@ def make_cube(
         Standard deviation of the Gaussian noise (reflectance units).
     cloud_fraction : float in [0, 1), default=0.15
         About this fraction of the pixels of each date are cloudy (NaN in every band).
-    random_state : int, numpy.random.Generator or None
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState
     chunks : None, int or dict, optional
         None: numpy-backed (computed now). An int (rows of ``y`` per chunk) or a dict by
         dimension (``{"y": 32, "x": 64}``; ``time`` defaults to 1, other dimensions whole):
@@ -256,23 +268,27 @@ def make_cube(
     import xarray as xr
 
     # (imported here: datasets re-exports this function, so it imports this module)
-    n_bands = check_int("n_bands", n_bands, 2)
-    ny = check_int("ny", ny, 1)
-    nx = check_int("nx", nx, 1)
-    if n_times is not None:
-        n_times = check_int("n_times", n_times, 1)
-    noise = check_float("noise", noise, minimum=0.0)
-    cloud_fraction = check_float("cloud_fraction", cloud_fraction, minimum=0.0)
-    if cloud_fraction >= 1.0:
-        raise ValueError(f"cloud_fraction must be < 1, got {cloud_fraction}")
+    checked = check_params(
+        _CUBE_PARAMS,
+        dict(
+            n_bands=n_bands,
+            ny=ny,
+            nx=nx,
+            n_times=n_times,
+            noise=noise,
+            cloud_fraction=cloud_fraction,
+            field_scale=field_scale,
+            random_state=random_state,
+        ),
+    )
+    n_bands, ny, nx, n_times = (checked[k] for k in ("n_bands", "ny", "nx", "n_times"))
+    noise, cloud_fraction, field_scale = (
+        checked[k] for k in ("noise", "cloud_fraction", "field_scale")
+    )
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype("float32"), np.dtype("float64")):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype}")
-    length = (
-        max(ny, nx) / 6.0
-        if field_scale is None
-        else check_float("field_scale", field_scale, minimum=0.0, strict=True)
-    )
+    length = max(ny, nx) / 6.0 if field_scale is None else field_scale
     seed = resolve_seed(random_state)
     model = _CubeModel(seed, n_bands, nx, n_times, noise, cloud_fraction, length, length / 2.0)
 

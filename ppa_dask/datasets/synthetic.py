@@ -46,13 +46,13 @@ import functools
 import json
 import numbers
 import os
-import shutil
-import uuid
 from collections.abc import Iterator
 
 import numpy as np
 
-from ppa_dask.utils.params import check_float, check_int
+from ppa_dask.store import write_array
+from ppa_dask.utils.files import remove_path, temp_sibling
+from ppa_dask.utils.params import Integer, Real, check_param, check_params
 from ppa_dask.utils.seeds import resolve_seed
 
 __all__ = [
@@ -122,7 +122,7 @@ def rotation_matrix(n_features: int, random_state=None) -> np.ndarray:
     ----------
     n_features : int
         Dimension, >= 1.
-    random_state : int, numpy.random.Generator or None
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState
         Seed; use the same value as for the generator.
 
     Returns
@@ -143,7 +143,7 @@ def rotation_matrix(n_features: int, random_state=None) -> np.ndarray:
     >>> bool(np.allclose(Y[:, 1], 0.6 * u[:, 0] ** 2 + u[:, 1]))
     True
     """
-    n_features = check_int("n_features", n_features, 1)
+    n_features = check_param("n_features", n_features, Integer(1))
     seed = resolve_seed(random_state)
     return np.array(_rotation_cached(seed, n_features))
 
@@ -154,7 +154,7 @@ def rotation_matrix(n_features: int, random_state=None) -> np.ndarray:
 #
 # A "kind" is described by a _Kind record:
 #   defaults     -- parameter defaults (also the allowed parameter names)
-#   validate     -- function(params dict, n_features) -> checked params dict
+#   params       -- {name: constraint} of ppa_dask.utils.params, checked by check_params
 #   block        -- function(rng, lo, hi, n_features, params) -> (Y, extra)
 #                   draws the FULL generation block from rng (always the same
 #                   draws in the same order), and returns unrotated
@@ -164,12 +164,12 @@ def rotation_matrix(n_features: int, random_state=None) -> np.ndarray:
 
 
 class _Kind:
-    def __init__(self, name, func_name, min_features, defaults, validate, block, rotate):
+    def __init__(self, name, func_name, min_features, defaults, params, block, rotate):
         self.name = name
         self.func_name = func_name
         self.min_features = min_features
         self.defaults = defaults
-        self.validate = validate
+        self.params = params
         self.block = block
         self.rotate = rotate
 
@@ -177,13 +177,12 @@ class _Kind:
 # ---- helix ----------------------------------------------------------------
 
 
-def _validate_helix(params: dict, n_features: int) -> dict:
-    return {
-        "a": check_float("a", params["a"], minimum=0.0, strict=True),
-        "b": check_float("b", params["b"]),
-        "noise": check_float("noise", params["noise"], minimum=0.0),
-        "n_turns": check_float("n_turns", params["n_turns"], minimum=0.0, strict=True),
-    }
+_HELIX_PARAMS = {
+    "a": Real(0, closed="neither"),
+    "b": Real(),
+    "noise": Real(0),
+    "n_turns": Real(0, closed="neither"),
+}
 
 
 def _helix_block(rng, lo, hi, n_features, params):
@@ -287,8 +286,7 @@ def _curved_noiseless(v: np.ndarray, n_features: int) -> np.ndarray:
     return y
 
 
-def _validate_curved(params: dict, n_features: int) -> dict:
-    return {"noise": check_float("noise", params["noise"], minimum=0.0)}
+_CURVED_PARAMS = {"noise": Real(0)}
 
 
 def _curved_block(rng, lo, hi, n_features, params):
@@ -305,7 +303,7 @@ _KINDS = {
         "make_helix",
         3,
         {"a": 2.0, "b": 0.8, "noise": 0.1, "n_turns": 1.5},
-        _validate_helix,
+        _HELIX_PARAMS,
         _helix_block,
         lambda n_features: n_features > 3,
     ),
@@ -314,7 +312,7 @@ _KINDS = {
         "make_curved_manifold",
         4,
         {"noise": 0.05},
-        _validate_curved,
+        _CURVED_PARAMS,
         _curved_block,
         lambda n_features: True,
     ),
@@ -337,8 +335,8 @@ def _get_kind(kind, name="kind") -> _Kind:
 def _prepare(kind, n_samples, n_features, params, kind_name="kind"):
     """Validate everything; return (_Kind, n_samples, n_features, params)."""
     spec = _get_kind(kind, kind_name)
-    n_samples = check_int("n_samples", n_samples, 1)
-    n_features = check_int("n_features", n_features, spec.min_features)
+    n_samples = check_param("n_samples", n_samples, Integer(1))
+    n_features = check_param("n_features", n_features, Integer(spec.min_features))
     unknown = set(params) - set(spec.defaults)
     if unknown:
         raise TypeError(
@@ -347,7 +345,7 @@ def _prepare(kind, n_samples, n_features, params, kind_name="kind"):
         )
     full = dict(spec.defaults)
     full.update(params)
-    return spec, n_samples, n_features, spec.validate(full, n_features)
+    return spec, n_samples, n_features, check_params(spec.params, full)
 
 
 def _rows(spec, start, stop, n_features, seed, params, want_extra=False):
@@ -417,7 +415,7 @@ def make_helix(
         Number of turns, > 0: ``t`` ranges over ``[0, 2 pi n_turns)``.
     n_features : int, default=3
         Output dimension, >= 3.
-    random_state : int, numpy.random.Generator or None
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState
         Seed.  See the module docstring for the chunk-independent scheme.
     return_t : bool, default=False
         Also return the curve parameter ``t`` of every row.
@@ -498,7 +496,7 @@ def make_curved_manifold(
         Output dimension, >= 4.
     noise : float, default=0.05
         Standard deviation of the Gaussian noise, >= 0.
-    random_state : int, numpy.random.Generator or None
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState
         Seed.  See the module docstring for the chunk-independent scheme.
     return_latent : bool, default=False
         Also return the latent ``u`` (n_samples, 3).
@@ -583,7 +581,7 @@ def generate_rows(kind, start, stop, n_features=10, random_state=None, **params)
         Row range, ``0 <= start < stop``.
     n_features : int, default=10
         Output dimension (>= 4 for 'curved', >= 3 for 'helix').
-    random_state : int, numpy.random.Generator or None
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState
         Seed.  ``None`` gives a fresh seed, so separate calls do not fit
         together; pass an int when assembling a data set from pieces.
     **params
@@ -603,8 +601,8 @@ def generate_rows(kind, start, stop, n_features=10, random_state=None, **params)
     >>> bool(np.array_equal(part, full[100:200]))
     True
     """
-    start = check_int("start", start, 0)
-    stop = check_int("stop", stop, start + 1)
+    start = check_param("start", start, Integer(0))
+    stop = check_param("stop", stop, Integer(start + 1))
     spec, _, n_features, params = _prepare(kind, stop, n_features, params)
     seed = resolve_seed(random_state)
     return _rows(spec, start, stop, n_features, seed, params)
@@ -626,7 +624,7 @@ def make_demo_blocks(
         Total number of rows, >= 1.
     n_features : int, default=10
         Output dimension.
-    random_state : int, numpy.random.Generator or None
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState
         Seed.
     kind : {'curved', 'helix'}, default='curved'
         Generator.
@@ -651,7 +649,9 @@ def make_demo_blocks(
     True
     """
     spec, n_samples, n_features, params = _prepare(kind, n_samples, n_features, params)
-    block_rows = _GEN_BLOCK if block_rows is None else check_int("block_rows", block_rows, 1)
+    block_rows = (
+        _GEN_BLOCK if block_rows is None else check_param("block_rows", block_rows, Integer(1))
+    )
     seed = resolve_seed(random_state)
 
     def _iter():
@@ -724,7 +724,7 @@ def generated_dask_array(
         65536-row generation block (65536 rows for 10 features).  Chunk
         boundaries that are not multiples of 65536 cost some repeated
         generation work but give the same values.
-    random_state : int, numpy.random.Generator or None
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState
         Seed.  ``None`` draws one seed now, shared by all chunks.
     dtype : str or numpy.dtype, default='float64'
         Output dtype; values are generated in float64 and cast.
@@ -760,7 +760,7 @@ def generated_dask_array(
     if chunks is None:
         chunks = (min(_default_chunk_rows(n_features), n_samples), n_features)
     elif isinstance(chunks, numbers.Integral) and not isinstance(chunks, bool):
-        chunks = (check_int("chunks", chunks, 1), n_features)
+        chunks = (check_param("chunks", chunks, Integer(1)), n_features)
     try:
         chunks = normalize_chunks(chunks, shape=shape, dtype=dtype)
     except Exception as exc:
@@ -789,13 +789,6 @@ def _looks_like_zarr(path: str) -> bool:
     return not names or bool(names & {"zarr.json", ".zarray", ".zgroup"})
 
 
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.lexists(path):
-        os.remove(path)
-
-
 def write_zarr(
     path,
     n_samples,
@@ -816,10 +809,12 @@ def write_zarr(
     if one exists (otherwise on Dask's default scheduler).  The workers must
     see the same file system as the caller.
 
-    The array is first written to a hidden temporary sibling,
-    ``<parent>/.<name>.tmp-<random>``, and renamed to ``path`` only once
-    complete, so an interrupted write never leaves a complete-looking store at
-    ``path``; on error the temporary directory is removed.
+    The array is written by :func:`ppa_dask.store.write_array` to a hidden
+    temporary sibling, ``<parent>/.<name>.tmp-<random>``, its completion marker
+    set once every chunk is stored, and renamed to ``path`` only then, so an
+    interrupted write never leaves a store at ``path``; on error the temporary
+    directory is removed.  :func:`ppa_dask.store.open_array` and
+    :func:`ppa_dask.store.open_input` both open the result.
 
     The array's attributes hold, under the key ``"ppa_dask.datasets"``, a
     JSON record: ``generator`` (function name), ``kind``, ``params`` (all
@@ -842,7 +837,7 @@ def write_zarr(
         Rows per Zarr chunk; all features are in one chunk.  Default: a
         multiple of the 65536-row generation block giving 4-8 MiB float64
         chunks for narrow data (65536 rows for 10 features).
-    random_state : int, numpy.random.Generator or None
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState
         Seed; ``None`` draws one and records it in the attributes.
     overwrite : bool, default=False
         Replace an existing store at ``path``.  Without it an existing
@@ -870,9 +865,6 @@ def write_zarr(
     >>> z.attrs["ppa_dask.datasets"]["random_state"]
     0
     """
-    import dask.array as da
-    import zarr
-
     spec, n_samples, n_features, full_params = _prepare(kind, n_samples, n_features, params)
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype("float64"), np.dtype("float32")):
@@ -880,7 +872,7 @@ def write_zarr(
     if chunk_rows is None:
         chunk_rows = _default_chunk_rows(n_features)
     else:
-        chunk_rows = check_int("chunk_rows", chunk_rows, 1)
+        chunk_rows = check_param("chunk_rows", chunk_rows, Integer(1))
     chunk_rows = min(chunk_rows, n_samples)
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"path must be a str or os.PathLike, got {path!r}")
@@ -916,41 +908,34 @@ def write_zarr(
     json.dumps(attrs)  # fail early if anything is not JSON-serialisable
 
     os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{base}.tmp-{uuid.uuid4().hex[:12]}")
+    x = generated_dask_array(
+        spec.name,
+        n_samples,
+        n_features,
+        chunks=chunk_rows,
+        random_state=seed,
+        dtype=dtype,
+        **full_params,
+    )
+    # store.write_array stores the chunks (Zarr chunks = Dask chunks, no locks) and sets the
+    # completion marker store.open_array looks for; it writes to a fresh hidden sibling here
+    # and this function swaps it in, because overwrite=True may replace any Zarr store (also
+    # one written before the marker existed), which write_array itself never does.
+    tmp = temp_sibling(path)
     try:
-        z = zarr.create_array(
-            store=tmp,
-            shape=(n_samples, n_features),
-            chunks=(chunk_rows, n_features),
-            dtype=dtype,
-            zarr_format=3,
-            attributes={"ppa_dask.datasets": attrs},
-            overwrite=False,
-        )
-        x = generated_dask_array(
-            spec.name,
-            n_samples,
-            n_features,
-            chunks=chunk_rows,
-            random_state=seed,
-            dtype=dtype,
-            **full_params,
-        )
-        # Dask chunks coincide with Zarr chunks, so no lock is needed.  (Not
-        # da.to_zarr: given an existing array it rechunks to "auto" chunks.)
-        da.store(x, z, lock=False, compute=True)
+        write_array(x, tmp, attrs={"ppa_dask.datasets": attrs})
         if os.path.lexists(path):
             if not overwrite:  # appeared while we were writing
                 raise ValueError(
                     f"path {path!r} already exists; pass overwrite=True to replace it"
                 )
-            old = os.path.join(parent, f".{base}.old-{uuid.uuid4().hex[:12]}")
+            old = temp_sibling(path, "old")
             os.rename(path, old)
             os.rename(tmp, path)
-            _remove(old)
+            remove_path(old)
         else:
             os.rename(tmp, path)
     except BaseException:
-        _remove(tmp)
+        remove_path(tmp)
         raise
     return path

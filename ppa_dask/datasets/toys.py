@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
+
+from ppa_dask.utils.params import Integer, Real, check_params
+from ppa_dask.utils.seeds import RANDOM_STATE, resolve_seed
 
 __all__ = ["make_parabolas"]
 
@@ -29,7 +30,8 @@ def make_parabolas(n_samples=1000, curvature=1.5, gap=0.4, noise=0.05, random_st
     gap : float, default=0.4
         Vertical distance between the two parabolas.
     noise : float, default=0.05
-    random_state : int or None
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState
+        A Generator is drawn from directly; anything else gives its integer seed.
 
     Returns
     -------
@@ -43,11 +45,21 @@ def make_parabolas(n_samples=1000, curvature=1.5, gap=0.4, noise=0.05, random_st
     >>> X.shape, y.tolist()
     ((6, 2), [0, 1, 0, 1, 0, 1])
     """
-    if not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool) or n_samples < 1:
-        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-    for name, value in (("curvature", curvature), ("gap", gap), ("noise", noise)):
-        if not np.isfinite(value) or value < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    spec = {
+        "n_samples": Integer(1),
+        "curvature": Real(0),
+        "gap": Real(0),
+        "noise": Real(0),
+        "random_state": RANDOM_STATE,
+    }
+    values = dict(
+        n_samples=n_samples, curvature=curvature, gap=gap, noise=noise, random_state=random_state
+    )
+    n_samples, curvature, gap, noise, random_state = check_params(spec, values).values()
+    # a Generator is drawn from directly (as numpy.random.default_rng does); anything else
+    # through its integer seed, so an int gives the same data as before
+    if not isinstance(random_state, np.random.Generator):
+        random_state = resolve_seed(random_state)
     rng = np.random.default_rng(random_state)
     labels = np.arange(n_samples) % 2
     x = rng.uniform(-1.0, 1.0, n_samples)

@@ -1,4 +1,4 @@
-"""Feature-bagging ensembles (Sun, "Feature Bagging Provides Stability"; DESIGN.md section 4).
+"""Feature-bagging ensembles (Sun, "Feature Bagging Provides Stability"; docs/design.md section 4).
 
 Feature sub-bagging fits ``B`` members, each on ``s = round(q d)`` of the ``d`` features drawn
 without replacement; at prediction time member ``b`` sees only its own columns and the outputs
@@ -37,9 +37,12 @@ collected with ``as_completed``, retried on failure; a text progress bar with ``
 otherwise they are fitted one by one in process. With ``store=DIR`` every finished member is
 written to ``DIR`` as one ``.npz`` file (arrays and JSON, never pickle) and a later fit with the
 same parameters and data loads those and fits only the rest, so an interrupted fit resumes.
-Resumption covers members whose state is arrays only -- PPA, and linear models such as
-``LinearRegression`` or ``Ridge``; trees, forests and pipelines hold Python objects that cannot
-be written without pickle, so they stay in memory (the store then records only the manifest).
+Resumption covers members whose state is arrays only -- PPA, linear models such as
+``LinearRegression`` or ``Ridge``, and pipelines of those; trees, forests and estimators with
+private fitted state (nearest neighbours) cannot be written without pickle, so they stay in
+memory (the store then records only the manifest). A member file that cannot be used (damaged,
+of an earlier layout, naming a class outside the allow-list) gives a warning naming it and the
+member is fitted again (:mod:`ppa_dask.store.members`).
 A Dask-array fit of :class:`FeatureBaggingPPA` writes its members when its shared scans finish.
 """
 
@@ -61,8 +64,23 @@ from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import current_client
 from ppa_dask.utils.fanout import run_tasks
-from ppa_dask.utils.params import is_int, is_real
-from ppa_dask.utils.seeds import set_random_state
+from ppa_dask.utils.params import (
+    AnyOf,
+    Integer,
+    InvalidParameterError,
+    Options,
+    Real,
+    check_param,
+    is_int,
+)
+from ppa_dask.utils.seeds import (
+    DATA_SEED_MAX,
+    SEED_MAX,
+    child_seed,
+    ensemble_seed,
+    key_rng,
+    set_random_state,
+)
 
 __all__ = [
     "FeatureBaggingRegressor",
@@ -73,19 +91,10 @@ __all__ = [
 
 COUPLINGS = ("shared", "independent")
 
-# stream tags of default_rng([seed, b, tag, ...]): one independent stream per random choice
+# stream tags of key_rng(seed, b, tag, ...): one independent stream per random choice
 _FEATURES, _SAMPLES, _MEMBER_SEED = 0, 1, 2
 _FEATURES_REDRAWN, _SEED_REDRAWN_F, _SAMPLES_REDRAWN, _SEED_REDRAWN_I = 3, 4, 5, 6
 _ROW_HASH, _ROW_HASH_REDRAWN = 7, 8
-_SEED_MAX = np.iinfo(np.int32).max
-
-
-def _rng(*key):
-    return np.random.default_rng([int(k) for k in key])
-
-
-def _draw_seed(*key, high=_SEED_MAX):
-    return int(_rng(*key).integers(high))
 
 
 # --------------------------------------------------------------------------------------------
@@ -124,7 +133,7 @@ class MemberSpec:
     excluded_rows: tuple = field(default=())
 
     def row_mask(self, start, stop):
-        """Membership of global rows ``start .. stop-1`` (bool array), or None for all rows."""
+        """Membership of the global rows ``start`` to ``stop - 1`` (bool array); None for all rows."""
         if self.samples is not None:
             lo, hi = np.searchsorted(self.samples, [start, stop])
             mask = np.zeros(stop - start, dtype=bool)
@@ -223,20 +232,20 @@ class BagPlan:
         return "hash" if isinstance(self.samples, float) else "fixed"
 
     def _feature_order(self, b):
-        return _rng(self.seed, b, _FEATURES).permutation(self.n_features)
+        return key_rng(self.seed, b, _FEATURES).permutation(self.n_features)
 
     def _sample_order(self, b):
-        return _rng(self.seed, b, _SAMPLES).permutation(self.n_samples)
+        return key_rng(self.seed, b, _SAMPLES).permutation(self.n_samples)
 
     def member(self, b):
         features = np.sort(self._feature_order(b)[: self.s])
-        seed = _draw_seed(self.seed, b, _MEMBER_SEED) if self.own_seeds else None
+        seed = child_seed(self.seed, b, _MEMBER_SEED, high=SEED_MAX) if self.own_seeds else None
         if self.sampling == "fixed":
             m = self.samples
             samples = None if m >= self.n_samples else np.sort(self._sample_order(b)[:m])
             return MemberSpec(b, features, samples=samples, seed=seed)
         if self.sampling == "hash":
-            row_seed = _draw_seed(self.seed, b, _ROW_HASH, high=2**63)
+            row_seed = child_seed(self.seed, b, _ROW_HASH, high=DATA_SEED_MAX)
             return MemberSpec(
                 b, features, seed=seed, row_seed=row_seed, row_fraction=float(self.samples)
             )
@@ -254,8 +263,8 @@ class BagPlan:
             order = self._feature_order(b)
             seed = spec.seed
         else:
-            order = _rng(self.seed, b, _FEATURES_REDRAWN, j).permutation(self.n_features)
-            seed = _draw_seed(self.seed, b, _SEED_REDRAWN_F, j)
+            order = key_rng(self.seed, b, _FEATURES_REDRAWN, j).permutation(self.n_features)
+            seed = child_seed(self.seed, b, _SEED_REDRAWN_F, j, high=SEED_MAX)
         features = np.sort(order[order != j][:keep])
         return MemberSpec(
             b, features, spec.samples, seed, spec.row_seed, spec.row_fraction, spec.excluded_rows
@@ -265,7 +274,7 @@ class BagPlan:
         """Member ``spec`` refitted on the data without row ``i``."""
         b = spec.index
         shared = coupling == "shared"
-        seed = spec.seed if shared else _draw_seed(self.seed, b, _SEED_REDRAWN_I, i)
+        seed = spec.seed if shared else child_seed(self.seed, b, _SEED_REDRAWN_I, i, high=SEED_MAX)
         if self.sampling == "fixed" and spec.samples is not None:
             keep = min(self.samples, self.n_samples - 1)
             if shared:
@@ -273,7 +282,7 @@ class BagPlan:
                     return spec
                 order = self._sample_order(b)
             else:
-                order = _rng(self.seed, b, _SAMPLES_REDRAWN, i).permutation(self.n_samples)
+                order = key_rng(self.seed, b, _SAMPLES_REDRAWN, i).permutation(self.n_samples)
             samples = np.sort(order[order != i][:keep])
             return MemberSpec(b, spec.features, samples, seed)
         if self.sampling == "hash":
@@ -282,7 +291,7 @@ class BagPlan:
                 if not spec.row_mask(i, i + 1)[0]:
                     return spec
             else:
-                row_seed = _draw_seed(self.seed, b, _ROW_HASH_REDRAWN, i, high=2**63)
+                row_seed = child_seed(self.seed, b, _ROW_HASH_REDRAWN, i, high=DATA_SEED_MAX)
             return MemberSpec(b, spec.features, None, seed, row_seed, spec.row_fraction, (int(i),))
         # every row: drop row i
         return MemberSpec(
@@ -373,79 +382,55 @@ def finish(total, count, fallback=None):
 # --------------------------------------------------------------------------------------------
 
 
+#: ``max_features``: a count ``s >= 1`` or a ratio ``q`` in (0, 1] (an int is a count).
+MAX_FEATURES = AnyOf(Integer(1), Real(0, 1, closed="right"))
+#: ``max_samples``: None (every row), a count ``m >= 1`` or a ratio ``p`` in (0, 1].
+MAX_SAMPLES = AnyOf(None, Integer(1), Real(0, 1, closed="right"))
+
+
 def resolve_max_features(max_features, n_features):
     """``s`` from ``max_features`` (a ratio ``q`` in (0, 1] or a count ``1 <= s <= d``)."""
-    if is_int(max_features):
-        s = int(max_features)
-        if not 1 <= s <= n_features:
-            raise ValueError(
-                f"max_features={s} asks for {s} features per member, but X has {n_features} "
-                f"features; use 1 <= max_features <= {n_features} (or a ratio in (0, 1])."
+    value = check_param("max_features", max_features, MAX_FEATURES)
+    if isinstance(value, int):
+        if value > n_features:
+            raise InvalidParameterError(
+                f"max_features={value} asks for {value} features per member, but X has "
+                f"{n_features} features; use 1 <= max_features <= {n_features} (or a ratio in "
+                "(0, 1])."
             )
-        return s
-    if is_real(max_features):
-        q = float(max_features)
-        if not 0.0 < q <= 1.0:
-            raise ValueError(f"max_features as a ratio q must lie in (0, 1], got {max_features!r}")
-        return max(1, min(n_features, int(np.floor(q * n_features + 0.5))))
-    raise TypeError(f"max_features must be a float in (0, 1] or an int, got {max_features!r}")
+        return value
+    return max(1, min(n_features, int(np.floor(value * n_features + 0.5))))
 
 
 def resolve_max_samples(max_samples, n_samples, as_fraction=False):
     """None (all rows), or the subsample: ``m`` rows (int) or, with ``as_fraction``, ``p``."""
-    if max_samples is None:
+    value = check_param("max_samples", max_samples, MAX_SAMPLES)
+    if value is None:
         return None
-    if is_int(max_samples):
-        m = int(max_samples)
-        if not 1 <= m <= n_samples:
-            raise ValueError(
-                f"max_samples={m} asks for {m} rows per member, but X has {n_samples} rows; "
-                f"use 1 <= max_samples <= {n_samples} (or a ratio in (0, 1])."
+    if isinstance(value, int):
+        if value > n_samples:
+            raise InvalidParameterError(
+                f"max_samples={value} asks for {value} rows per member, but X has {n_samples} "
+                f"rows; use 1 <= max_samples <= {n_samples} (or a ratio in (0, 1])."
             )
         if as_fraction:
-            return None if m == n_samples else m / n_samples
-        return None if m == n_samples else m
-    if is_real(max_samples):
-        p = float(max_samples)
-        if not 0.0 < p <= 1.0:
-            raise ValueError(f"max_samples as a ratio p must lie in (0, 1], got {max_samples!r}")
-        if p == 1.0:
-            return None
-        if as_fraction:
-            return p
-        return max(1, min(n_samples, int(np.floor(p * n_samples + 0.5))))
-    raise TypeError(f"max_samples must be None, a float in (0, 1] or an int, got {max_samples!r}")
+            return None if value == n_samples else value / n_samples
+        return None if value == n_samples else value
+    if value == 1.0:
+        return None
+    if as_fraction:
+        return value
+    return max(1, min(n_samples, int(np.floor(value * n_samples + 0.5))))
 
 
 def check_n_estimators(n_estimators):
-    if not is_int(n_estimators) or n_estimators < 1:
-        raise ValueError(
-            f"n_estimators (the number of bags B) must be an int >= 1, got {n_estimators!r}"
-        )
-    return int(n_estimators)
+    """``n_estimators`` as an int >= 1."""
+    return check_param("n_estimators (the number of bags B)", n_estimators, Integer(1))
 
 
 def check_coupling(coupling):
-    if coupling not in COUPLINGS:
-        raise ValueError(f"coupling must be one of {COUPLINGS}, got {coupling!r}")
-    return coupling
-
-
-def resolve_seed(random_state):
-    """An int seed: the int itself, one draw from a RandomState/Generator, or a fresh one."""
-    if is_int(random_state):
-        if random_state < 0:
-            raise ValueError(f"random_state must be >= 0, got {random_state}")
-        return int(random_state)
-    if random_state is None:
-        return int(np.random.SeedSequence().generate_state(1)[0] % _SEED_MAX)
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(_SEED_MAX))
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(_SEED_MAX))
-    raise TypeError(
-        f"random_state must be None, an int or a numpy random generator, got {random_state!r}"
-    )
+    """``coupling``, one of :data:`COUPLINGS`."""
+    return check_param("coupling", coupling, Options(*COUPLINGS))
 
 
 def _describe(value):
@@ -509,7 +494,7 @@ class _FeatureBagging(BaseEstimator):
     def bag_plan(self, n_samples, n_features):
         """The :class:`BagPlan` of a fit on ``n_samples x n_features`` data (validates params)."""
         B, s, samples = self._check_bagging(n_samples, n_features, self._kind == "ppa")
-        seed = resolve_seed(self.random_state)
+        seed = ensemble_seed(self.random_state)
         return BagPlan(seed, n_samples, n_features, B, s, samples)
 
     def _identity(self, seed, data_key):
@@ -533,14 +518,33 @@ class _FeatureBagging(BaseEstimator):
             return None
         return MemberStore(self.store, self._identity(seed, data_key))
 
-    def _fit_members(self, specs, X, y, template, store):
-        """Fitted members in spec order: loaded from ``store`` or fitted as tasks."""
+    @staticmethod
+    def _member_check(spec):
+        """What a member file keeps to recognise its member: small values, the rows as a digest
+        (a member is a function of the seed, so its sample indices are never stored)."""
+        samples = None if spec.samples is None else np.asarray(spec.samples, dtype=np.int64)
+        return {
+            "features": [int(v) for v in spec.features],
+            "seed": None if spec.seed is None else int(spec.seed),
+            "row_seed": None if spec.row_seed is None else int(spec.row_seed),
+            "row_fraction": float(spec.row_fraction),
+            "rows": fingerprint(samples, np.asarray(spec.excluded_rows, dtype=np.int64)),
+        }
+
+    def _load_members(self, specs, store):
+        """Members in spec order from ``store``; None where one is to be fitted (not on disk,
+        or a file that cannot be used: a MemberFileWarning names it, and the refit rewrites it)."""
         members = [None] * len(specs)
         if store is not None:
             on_disk = set(store.indices())
             for pos, spec in enumerate(specs):
                 if spec.index in on_disk:
-                    members[pos] = store.load(spec.index)[0]
+                    members[pos] = store.load_usable(spec.index, self._member_check(spec))
+        return members
+
+    def _fit_members(self, specs, X, y, template, store):
+        """Fitted members in spec order: loaded from ``store`` or fitted as tasks."""
+        members = self._load_members(specs, store)
         todo = [pos for pos, m in enumerate(members) if m is None]
         client = current_client()
         tasks = run_tasks(
@@ -556,7 +560,7 @@ class _FeatureBagging(BaseEstimator):
             pos = todo[k]
             members[pos] = estimator
             if store is not None:
-                store.save(specs[pos].index, estimator, extra=specs[pos].to_json())
+                store.save(specs[pos].index, estimator, check=self._member_check(specs[pos]))
         self.n_members_loaded_ = len(specs) - len(todo)
         return members
 
@@ -752,7 +756,7 @@ class FeatureBaggingRegressor(RegressorMixin, _SklearnBagging):
         ``random_state`` given to each member's estimator.
     n_features_per_member_ : int
         ``s``.
-    n_members_per_feature_ : ndarray of shape (n_features_in_,)
+    n_members_per_feature_ : ndarray of shape (n_features,)
         How many members hold each feature.
     n_members_loaded_ : int
         Members read from ``store`` instead of fitted.
@@ -947,9 +951,9 @@ class FeatureBaggingPPA(_FeatureBagging):
         stop)`` gives member ``b``'s rows of any range without an index list of length ``n``).
     member_specs_ : list of MemberSpec
         Each member's draw (features, row membership, seed).
-    feature_mean_ : ndarray of shape (n_features_in_,)
+    feature_mean_ : ndarray of shape (n_features,)
         Training mean of every feature (the output of a feature no member holds).
-    n_members_per_feature_ : ndarray of shape (n_features_in_,)
+    n_members_per_feature_ : ndarray of shape (n_features,)
     n_samples_per_member_ : ndarray of int
         Rows each member was fitted on.
     n_passes_ : int
@@ -1010,8 +1014,7 @@ class FeatureBaggingPPA(_FeatureBagging):
     def bag_plan(self, n_samples, n_features):
         plan = super().bag_plan(n_samples, n_features)
         k = self.n_components
-        if not is_int(k) or k < 1:
-            raise ValueError(f"n_components must be an int >= 1, got {k!r}")
+        k = check_param("n_components", k, Integer(1))
         if k >= plan.s:
             raise ValueError(
                 f"n_components={k} must be smaller than the {plan.s} features each member holds "
@@ -1044,18 +1047,13 @@ class FeatureBaggingPPA(_FeatureBagging):
         specs = plan.members()
         store = self._open_store(plan.seed, fingerprint(X))
         if is_dask(X):
-            members = [None] * len(specs)
-            if store is not None:
-                on_disk = set(store.indices())
-                for pos, spec in enumerate(specs):
-                    if spec.index in on_disk:
-                        members[pos] = store.load(spec.index)[0]
+            members = self._load_members(specs, store)
             todo = [pos for pos, m in enumerate(members) if m is None]
             fitted, info = fit_members_shared_scans(X, [specs[p] for p in todo], template)
             for pos, estimator in zip(todo, fitted):
                 members[pos] = estimator
                 if store is not None:
-                    store.save(specs[pos].index, estimator, extra=specs[pos].to_json())
+                    store.save(specs[pos].index, estimator, check=self._member_check(specs[pos]))
             self.n_members_loaded_ = len(specs) - len(todo)
             self.feature_mean_ = info["feature_mean"]
             self.n_passes_ = info["n_scans"]
@@ -1101,7 +1099,7 @@ class FeatureBaggingPPA(_FeatureBagging):
 
         Returns
         -------
-        X_rec : ndarray or dask.array.Array of shape (n_samples, n_features_in_)
+        X_rec : ndarray or dask.array.Array of shape (n_samples, n_features)
         """
         X = self._check_input(X)
         d = self.n_features_in_

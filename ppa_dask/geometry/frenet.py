@@ -99,7 +99,7 @@ def axis_derivatives(model, X, axis=0, order=None):
     ----------
     model : PPA
         A fitted model.
-    X : array-like of shape (n, n_features_in_)
+    X : array-like of shape (n, n_features)
         Points the axes pass through.
     axis : int, default=0
         Output coordinate: ``0 .. n_steps - 1`` are the curvilinear axes ``alpha_1 ..``; higher
@@ -109,7 +109,7 @@ def axis_derivatives(model, X, axis=0, order=None):
 
     Returns
     -------
-    D : ndarray of shape (n, n_features_in_, order)
+    D : ndarray of shape (n, n_features, order)
         ``D[i, :, j]`` is ``c^{(j+1)}(0)`` at row ``i``.
 
     Examples
@@ -220,7 +220,7 @@ def frenet_serret(model, X, axis=0):
     ----------
     model : PPA
         A fitted model.
-    X : array-like of shape (n, n_features_in_)
+    X : array-like of shape (n, n_features)
         Points (numpy; finite).
     axis : int, default=0
         Which output coordinate's axis: ``0`` is the first curvilinear feature.

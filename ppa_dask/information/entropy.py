@@ -37,10 +37,11 @@ data (the smallest gap), and the histogram estimator gives a coarser, bounded al
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import scipy.stats
+
+from ppa_dask.utils.params import Options, check_param
+from ppa_dask.utils.seeds import key_rng, resolve_seed
 
 __all__ = [
     "quantisation_steps",
@@ -88,16 +89,6 @@ def _as_2d(X, name):
     return X
 
 
-def _check_seed(random_state):
-    if (
-        isinstance(random_state, bool)
-        or not isinstance(random_state, numbers.Integral)
-        or random_state < 0
-    ):
-        raise ValueError(f"random_state must be an int >= 0, got {random_state!r}")
-    return int(random_state)
-
-
 def quantisation_steps(X):
     """Quantisation step of each column: the smallest positive gap between distinct values.
 
@@ -130,6 +121,12 @@ def dequantize(X, random_state=0):
     ``U[-q_j/2, q_j/2)`` from ``numpy.random.default_rng([random_state, j])``; other columns
     are returned unchanged. The input is not modified.
 
+    Parameters
+    ----------
+    X : array-like of shape (n,) or (n, d)
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState, default=0
+        Seed of the noise (see :mod:`ppa_dask.utils.seeds`).
+
     Returns
     -------
     X_continuous : ndarray of shape (n, d), float64
@@ -142,14 +139,14 @@ def dequantize(X, random_state=0):
     >>> bool(np.all(np.abs(z - x) <= 0.5)), len(np.unique(z)) == 12
     (True, True)
     """
-    return _dequantize(_as_2d(X, "X"), _check_seed(random_state))
+    return _dequantize(_as_2d(X, "X"), resolve_seed(random_state))
 
 
 def _dequantize(X, seed):
     steps = quantisation_steps(X)
     out = X.copy()
     for j in np.flatnonzero(steps):
-        rng = np.random.default_rng([seed, int(j)])
+        rng = key_rng(seed, int(j))
         out[:, j] += (rng.random(X.shape[0]) - 0.5) * steps[j]
     return out
 
@@ -179,8 +176,9 @@ def marginal_entropies(
     dequantize : bool, default=True
         Spread tied columns over their quantisation cells first (see the module docstring);
         with False a spacing estimate of a heavily tied column is ``-inf`` and raises.
-    random_state : int, default=0
-        Seed of the dequantisation noise.
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState, default=0
+        Seed of the dequantisation noise (:func:`ppa_dask.utils.seeds.resolve_seed`; the
+        default keeps estimates deterministic).
     bins : int or str, default="sqrt"
         Histogram bins (``numpy.histogram_bin_edges`` rules); only for ``"histogram"``.
     base : float or None
@@ -206,10 +204,9 @@ def marginal_entropies(
     >>> bool(abs(h[0] - 0.5 * np.log(2 * np.pi * np.e)) < 0.02)
     True
     """
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    check_param("method", method, Options(*_METHODS))
     X = _as_2d(X, name)
-    seed = _check_seed(random_state)
+    seed = resolve_seed(random_state)
     if dequantize:
         X = _dequantize(X, seed)
     if method == "histogram":
@@ -298,7 +295,9 @@ def multi_information_reduction(
     True
     """
     X = _as_2d(X, "X")
-    X_used = _dequantize(X, _check_seed(random_state)) if dequantize else X
+    # one seed for both sides, also when random_state is None or a generator
+    random_state = resolve_seed(random_state)
+    X_used = _dequantize(X, random_state) if dequantize else X
     if hasattr(R, "transform"):
         R = R.transform(X_used)
     elif callable(R):

@@ -2,7 +2,7 @@
 
 Given the aggregated moments of a pass, these functions choose the leading vector, score every
 candidate degree from the fold moments, solve the normal equations and propagate the residual
-covariance to the next step (DESIGN.md section 3, points 1, 4 and 5).
+covariance to the next step (docs/design.md sections 3.1, 3.4 and 3.5).
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def fit_step(moments, e, next_basis, degree):
 
 
 def next_covariance(C, e, U, S_vv, S_zv, n):
-    """Second-moment matrix of the next residual from small matrices (DESIGN section 3.1).
+    """Second-moment matrix of the next residual from small matrices (docs/design.md section 3.1).
 
     With ``P = I - e e^T`` and ``y_next = P y - U v``:
     ``C_next = P C P - (S_zv/n) U^T - U (S_zv/n)^T + U (S_vv/n) U^T``.

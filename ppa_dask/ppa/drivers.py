@@ -12,9 +12,9 @@ A driver answers three questions, each with exactly one pass over the data:
 
 The Dask driver maps the kernels over chunks and merges their results with a tree reduction in
 the chunk/combine/aggregate manner of ``dask.array.reductions`` (aggregation is the small algebra
-in :mod:`ppa_dask._algebra`, done on the client). Between passes it keeps the residual persisted
-on the workers, checkpoints it to a Zarr store on disk, or recomputes it from the source by
-re-applying the fitted steps.
+in :mod:`ppa_dask.ppa.algebra`, done on the client). Between passes it keeps the residual
+persisted on the workers, checkpoints it to disk (one ``.npy`` file per chunk), or recomputes it
+from the source by re-applying the fitted steps (docs/design.md section 7.4).
 """
 
 from __future__ import annotations

@@ -13,17 +13,33 @@ from ppa_dask.ppa import algebra as _algebra
 from ppa_dask.ppa import kernels
 from ppa_dask.ppa.drivers import RESIDUAL_CACHES, DaskDriver, NumpyDriver, StepSpec
 from ppa_dask.ppa.metric import coefficient_variances, metric_from_jacobian
-from ppa_dask.store import stacker as xr_adapter
-from ppa_dask.store.model_files import ModelFileError, as_dask_if_zarr, load_model, save_model
+from ppa_dask.store.encoding import register_estimator
+from ppa_dask.store.model_files import ModelFileError, load_model, save_model
+from ppa_dask.store.results import as_dask_if_zarr
+from ppa_dask.store.stacker import Stacker
 from ppa_dask.utils.arrays import is_dask, is_xarray
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import compute, tree_reduce
-from ppa_dask.utils.seeds import estimator_seed
+from ppa_dask.utils.params import PATH, AnyOf, Integer, Options, Real, check_params
+from ppa_dask.utils.seeds import RANDOM_STATE, estimator_seed
 
 __all__ = ["PPA"]
 
 # rows kept on the client to estimate each step's range of alpha before its pass
 _RANGE_SAMPLE_ROWS = 8192
+# what each parameter may be (n_components, bounded by the data, is added at fit; degree, an
+# int or an iterable of candidates, is checked by _candidate_degrees)
+_PARAMS = {
+    "cv": Integer(2),
+    "random_state": RANDOM_STATE,
+    "extrapolation": Options("linear", "polynomial"),
+    "residual_cache": Options(*RESIDUAL_CACHES),
+    "checkpoint_dir": AnyOf(None, PATH),
+    "block_rows": Integer(1),
+    "leading_vector": Options("pca", "gd"),
+    "gd_max_iter": Integer(0),
+    "gd_tol": Real(0),
+}
 # fitted attributes that input validation sets at the start of fit
 _VALIDATION_ATTRS = ("n_features_in_", "feature_names_in_")
 
@@ -35,6 +51,7 @@ def _no_xarray_options(feature_dim, nan_policy):
         )
 
 
+@register_estimator
 class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Principal Polynomial Analysis: PCA with curved, invertible, volume-preserving axes.
 
@@ -57,8 +74,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     cv : int, default=2
         Number of folds for degree selection (2 is the paper's half split). A row's fold depends
         only on ``random_state`` and its global row index, so chunking never changes the result.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the fold assignment.
+    random_state : None, int >= 0, Generator or RandomState, default=None
+        Seeds the fold assignment, in scikit-learn's manner
+        (:func:`ppa_dask.utils.seeds.estimator_seed`).
     whiten : bool, default=False
         Divide each output coefficient by its standard deviation (the generalised Mahalanobis
         metric of the paper); ``inverse_transform`` undoes it.
@@ -121,7 +139,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     cv_scores_ : ndarray of shape (n_steps, n_candidates) or None
         Cross-validated mean squared error per sample for each candidate degree (None when
         ``degree`` is fixed).
-    explained_variance_ : ndarray of shape (n_components_,)
+    explained_variance_ : ndarray of shape (n_components,)
         Variance of each output coefficient (``ddof=1``, as scikit-learn's PCA).
     residual_variance_ : ndarray of shape (n_steps + 1,)
         Mean squared norm of the residual after 0..n_steps steps: the training reconstruction
@@ -216,55 +234,20 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _check_params(self, n_samples, n_features):
         candidates, fixed = self._candidate_degrees()
-        if not fixed and (
-            not isinstance(self.cv, numbers.Integral) or isinstance(self.cv, bool) or self.cv < 2
-        ):
-            raise ValueError(f"cv must be an int >= 2, got {self.cv!r}")
-        if self.n_components is None:
-            n_steps = n_features - 1
-        else:
-            k = self.n_components
-            if (
-                not isinstance(k, numbers.Integral)
-                or isinstance(k, bool)
-                or not 1 <= k < n_features
-            ):
-                raise ValueError(
-                    f"n_components must be None or an int with 1 <= n_components < n_features "
-                    f"= {n_features}, got {k!r}"
-                )
-            n_steps = int(k)
-        if self.extrapolation not in ("linear", "polynomial"):
-            raise ValueError(
-                f"extrapolation must be 'linear' or 'polynomial', got {self.extrapolation!r}"
-            )
-        if self.residual_cache not in RESIDUAL_CACHES:
-            raise ValueError(
-                f"residual_cache must be one of {RESIDUAL_CACHES}, got {self.residual_cache!r}"
-            )
-        if self.checkpoint_dir is not None and not isinstance(
-            self.checkpoint_dir, (str, os.PathLike)
-        ):
-            raise TypeError(
-                f"checkpoint_dir must be None or a directory path, got {self.checkpoint_dir!r}"
-            )
-        if not isinstance(self.block_rows, numbers.Integral) or self.block_rows < 1:
-            raise ValueError(f"block_rows must be a positive int, got {self.block_rows!r}")
-        if self.leading_vector not in ("pca", "gd"):
-            raise ValueError(f"leading_vector must be 'pca' or 'gd', got {self.leading_vector!r}")
-        if (
-            not isinstance(self.gd_max_iter, numbers.Integral)
-            or isinstance(self.gd_max_iter, bool)
-            or self.gd_max_iter < 0
-        ):
-            raise ValueError(f"gd_max_iter must be an int >= 0, got {self.gd_max_iter!r}")
-        if (
-            not isinstance(self.gd_tol, numbers.Real)
-            or isinstance(self.gd_tol, bool)
-            or not np.isfinite(self.gd_tol)
-            or self.gd_tol < 0
-        ):
-            raise ValueError(f"gd_tol must be a finite number >= 0, got {self.gd_tol!r}")
+        spec = dict(_PARAMS)
+        if fixed:
+            del spec["cv"]  # one degree: no cross-validation, so any cv is ignored
+        spec["n_components"] = AnyOf(
+            None,
+            Integer(
+                1,
+                n_features,
+                closed="left",
+                expected=f"an int with 1 <= n_components < n_features = {n_features}",
+            ),
+        )
+        k = check_params(spec, self.get_params(deep=False))["n_components"]
+        n_steps = n_features - 1 if k is None else k
         max_degree = candidates[-1]
         folds = 1 if fixed else int(self.cv)
         needed = folds * (max_degree + 1) if folds > 1 else max_degree + 1
@@ -328,7 +311,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             numpy input is fitted in memory; a Dask array (or a ``zarr.Array``, read as Dask
             with its own chunks) is fitted blockwise on the current distributed Client if there
             is one, else on Dask's default scheduler. xarray input is stacked to
-            ``(samples, features)`` by :mod:`ppa_dask.xarray`.
+            ``(samples, features)`` by :class:`ppa_dask.store.stacker.Stacker` (valid samples
+            only) and the layout kept as ``xarray_layout_``.
         y : ignored
         progress : callable, optional
             Called as ``progress(p, k)`` on the client after step ``p`` of ``k`` is fitted
@@ -339,16 +323,17 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         nan_policy : {"raise", "drop_samples"}, default="raise"
             xarray only: what to do with samples that are NaN in some but not all features
             (samples NaN in every feature are always left out, features NaN everywhere always
-            dropped); see :func:`ppa_dask.xarray.fit`.
+            dropped); see :class:`ppa_dask.store.stacker.Stacker`.
 
         Returns
         -------
         self : PPA
         """
         if is_xarray(X):
-            return xr_adapter.fit(
-                self, X, feature_dim=feature_dim, nan_policy=nan_policy, progress=progress
-            )
+            stacker = Stacker(feature_dim=feature_dim, nan_policy=nan_policy)
+            self.fit(stacker.fit_stack(X), progress=progress)
+            self.xarray_layout_ = stacker.layout
+            return self
         _no_xarray_options(feature_dim, nan_policy)
 
         X = as_dask_if_zarr(X)
@@ -629,6 +614,15 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # the block kernels refuse NaN/inf, naming the count, the columns and the first bad row
         return X, False
 
+    def _xarray_stacker(self):
+        layout = getattr(self, "xarray_layout_", None)
+        if layout is None:
+            raise ValueError(
+                f"this {type(self).__name__} was fitted on a plain array; fit it on a DataArray "
+                "or Dataset to transform xarray input"
+            )
+        return Stacker.from_layout(layout)
+
     def transform(self, X):
         """PPA coefficients of ``X``.
 
@@ -638,12 +632,17 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        R : ndarray or dask.array.Array of shape (n_samples, n_components_)
+        R : ndarray or dask.array.Array of shape (n_samples, n_components)
             Lazy when ``X`` is a Dask array. For xarray input, a DataArray with a ``component``
-            dimension in place of the feature dimension (see :func:`ppa_dask.xarray.transform`).
+            dimension in place of the feature dimension (see
+            :meth:`ppa_dask.store.stacker.Stacker.unstack_components`), NaN for samples with a
+            NaN in a fitted feature.
         """
         if is_xarray(X):
-            return xr_adapter.transform(self, X)
+            stacker = self._xarray_stacker()
+            rows, samples = stacker.stack(X)
+            out = _map_valid_rows(rows, self, "transform", len(self.get_feature_names_out()))
+            return stacker.unstack_components(out, samples)
 
         X = as_dask_if_zarr(X)
         X, lazy = self._check_input(X)
@@ -665,7 +664,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or dask.array.Array of shape (n_samples, m), m <= n_components_
+        X : array-like or dask.array.Array of shape (n_samples, m), m <= n_components
             Coefficients as returned by ``transform``; with fewer columns than
             ``n_components_`` the residual after step ``m`` is taken as zero, so
             ``inverse_transform(transform(X)[:, :k])`` is the k-component reconstruction (its
@@ -673,12 +672,17 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        X_rec : ndarray or dask.array.Array of shape (n_samples, n_features_in_)
+        X_rec : ndarray or dask.array.Array of shape (n_samples, n_features)
             For an xarray DataArray of coefficients (with a ``component`` dimension), the
-            original dimensions and coordinates (see :func:`ppa_dask.xarray.inverse_transform`).
+            original dimensions and coordinates (see
+            :meth:`ppa_dask.store.stacker.Stacker.unstack_features`), NaN for samples with a
+            NaN coefficient and for the features dropped at fit.
         """
         if is_xarray(X):
-            return xr_adapter.inverse_transform(self, X)
+            stacker = self._xarray_stacker()
+            rows, samples = stacker.stack_components(X)
+            out = _map_valid_rows(rows, self, "inverse_transform", stacker.n_kept)
+            return stacker.unstack_features(out, samples)
 
         X = as_dask_if_zarr(X)
         R, lazy = self._check_input(X, name="R", width=True)
@@ -835,3 +839,30 @@ def _transform_chunk(block, model, n_out, block_info=None):
 def _inverse_chunk(block, model, block_info=None):
     start = block_info[0]["array-location"][0][0] if block_info else 0
     return kernels.inverse_block(block, model, start)
+
+
+def _valid_rows(block, est, method, n_out):
+    """``est.<method>`` of the rows without NaN, NaN rows elsewhere (the kernels refuse NaN)."""
+    X = np.asarray(block)
+    valid = ~np.isnan(X).any(axis=1)
+    out = np.full((X.shape[0], n_out), np.nan)
+    if valid.all():
+        out[:] = getattr(est, method)(X)
+    elif valid.any():
+        out[valid] = getattr(est, method)(X[valid])
+    return out
+
+
+def _map_valid_rows(rows, est, method, n_out):
+    """:func:`_valid_rows` on a stacked xarray input: one task per row chunk for Dask."""
+    if is_dask(rows):
+        return rows.map_blocks(
+            _valid_rows,
+            est,
+            method,
+            n_out,
+            dtype=np.float64,
+            chunks=(rows.chunks[0], (n_out,)),
+            meta=np.empty((0, 0)),
+        )
+    return _valid_rows(rows, est, method, n_out)

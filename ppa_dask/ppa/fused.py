@@ -2,7 +2,7 @@
 
 One sweep over a feature-major residual block ``Y`` (``(f, n)``; or a block of samples
 ``(n, d)`` with the mean to subtract, for the first step) does what a step pass needs
-(:func:`ppa_dask.kernels.pass_kernel` calls it): optionally apply the previous fitted step
+(:func:`ppa_dask.ppa.kernels.pass_kernel` calls it): optionally apply the previous fitted step
 (``y <- y - e' alpha' - U' v(t')``, with the basis continued linearly outside ``[lo', hi']``),
 optionally re-express the result in a smaller orthonormal frame, then accumulate the moments of
 the step being fitted: the sums of the Chebyshev polynomials ``T_0 .. T_2g`` of its coordinate

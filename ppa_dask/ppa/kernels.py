@@ -4,9 +4,9 @@ Every function here takes a block of rows (samples) and small parameter arrays a
 arrays (a pass may update a residual it is told it owns). The in-memory driver loops them over
 slices of a numpy array, the Dask driver maps them over chunks. The per-row mathematics (the
 Chebyshev basis with its continuation, a step's update and its inverse, a step pass's moments)
-is written once, compiled, in :mod:`ppa_dask._fused`; the functions here arrange it per block.
+is written once, compiled, in :mod:`ppa_dask.ppa.fused`; the functions here arrange it per block.
 
-Notation (DESIGN.md section 2, kept in the ambient ``d``-dimensional frame):
+Notation (docs/design.md section 2, kept in the ambient ``d``-dimensional frame of section 3.3):
 
 * ``Y`` is the residual after ``p - 1`` steps; the kernels keep residual blocks feature-major,
   shape ``(d, n)``, so every product is a long one (25-30 % faster here than ``(n, d)``).
@@ -87,7 +87,7 @@ class ModelParams(NamedTuple):
 
 def _chebyshev_rows(s, degree, derivatives, out=None):
     """Chebyshev values and derivatives as contiguous rows: shape (derivatives+1, degree+1, n)
-    (the compiled recurrence of :mod:`ppa_dask._fused`, shared with the fit's passes)."""
+    (the compiled recurrence of :mod:`ppa_dask.ppa.fused`, shared with the fit's passes)."""
     return _fused.chebyshev_rows(s, degree, derivatives, out=out)
 
 
@@ -256,7 +256,7 @@ def step_moments(Yt, start, direction, offset, scale, degree, seed=0, n_folds=1)
 
     plus ``tmin``/``tmax``, the range of ``t``. Residuals are centred, so these raw sums are the
     shifted sums of a stable merge. The work is the compiled sweep of
-    :func:`ppa_dask._fused.fused_step_pass` (with no step to apply).
+    :func:`ppa_dask.ppa.fused.fused_step_pass` (with no step to apply).
     """
     Yt = np.ascontiguousarray(Yt, dtype=np.float64)
     return _moments_dict(
@@ -352,7 +352,7 @@ def pass_kernel(
     :func:`step_moments` are taken on that.
 
     The usual cases, a residual with one step to apply or a source block with none, are one
-    compiled sweep (:func:`ppa_dask._fused.fused_step_pass`: centring, the update, the change of
+    compiled sweep (:func:`ppa_dask.ppa.fused.fused_step_pass`: centring, the update, the change of
     frame and the moments together). Otherwise (several steps to re-apply, or float32 or
     non-contiguous input) numpy prepares ``sub_block`` rows at a time and the compiled sweep does
     the rest for each slice.
@@ -542,7 +542,7 @@ def objective_moments(Yt, direction, offset, scale, degree):
     (its first ``g + 1`` columns) and, through ``T_i T_j = (T_{i+j} + T_{|i-j|}) / 2``, the sums
     of ``y v_j v'_k``; ``yyt`` gives the sums of ``y y^T v'_k`` (``v'_k`` has degree ``k - 1``).
     These are all the data the objective ``f(e)`` and its gradient need
-    (:func:`ppa_dask._algebra.gd_objective`), so one pass evaluates both. The ``yyt`` products
+    (:func:`ppa_dask.ppa.algebra.gd_objective`), so one pass evaluates both. The ``yyt`` products
     cost ``O(n d^2 g)``, ``d`` times a plain step pass.
     """
     d, n = Yt.shape

@@ -31,7 +31,7 @@ def coefficient_variances(model):
 
     Returns
     -------
-    variances : ndarray of shape (n_features_in_,)
+    variances : ndarray of shape (n_features,)
 
     Examples
     --------

@@ -1,4 +1,4 @@
-"""Feature and instance instability (Sun, "Feature Bagging Provides Stability"; DESIGN section 4).
+"""Feature and instance instability (Sun, "Feature Bagging Provides Stability"; docs/design.md section 4).
 
 For a learning algorithm ``A`` with output ``f = A(D)`` and the fits without feature ``j``
 (``f^{:,-j}``) or without instance ``i`` (``f^{-i,:}``):
@@ -65,7 +65,6 @@ from ppa_dask.ensemble.bagging import (
     finish,
     fit_member,
     member_output,
-    resolve_seed,
 )
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.multifit import fit_members_shared_scans
@@ -73,7 +72,8 @@ from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import current_client
 from ppa_dask.utils.fanout import run_tasks
-from ppa_dask.utils.params import is_int
+from ppa_dask.utils.params import Integer, Options, Real, check_param, is_int
+from ppa_dask.utils.seeds import SEED_MAX, check_seed, ensemble_seed, key_rng
 
 __all__ = [
     "StabilityResult",
@@ -130,15 +130,11 @@ def bagging_rounds(n_features, q, constant=1.0):
 
 
 def _check_population(value, name):
-    if not is_int(value) or value < 2:
-        raise ValueError(f"{name} must be an int >= 2, got {value!r}")
-    return int(value)
+    return check_param(name, value, Integer(2))
 
 
 def _check_ratio(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value <= 1:
-        raise ValueError(f"{name} must be a ratio in (0, 1], got {value!r}")
-    return float(value)
+    return check_param(name, value, Real(0, 1, closed="right"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,7 +260,7 @@ def _make_plan(estimator, X, y, n_components, random_state):
             f"estimator must be a scikit-learn estimator with fit and get_params, got "
             f"{type(estimator).__name__}"
         )
-    seed = resolve_seed(random_state)
+    seed = ensemble_seed(random_state)
     bags = BagPlan(seed, n, d, 1, d, None, own_seeds=False)
     specs = bags.members()
     estimator = _pin_random_state(estimator, seed)
@@ -300,7 +296,7 @@ def _pin_random_state(estimator, seed):
     )
     if not unset:
         return estimator
-    values = np.random.default_rng([seed, 11]).integers(np.iinfo(np.int32).max, size=len(unset))
+    values = key_rng(seed, 11).integers(SEED_MAX, size=len(unset))
     return clone(estimator).set_params(**{k: int(v) for k, v in zip(unset, values)})
 
 
@@ -390,9 +386,8 @@ def _choose_indices(given, count, population, rng_seed, axis):
         return idx
     if count is None or count >= population:
         return np.arange(population)
-    if not is_int(count) or count < 1:
-        raise ValueError(f"n_{axis}s must be an int >= 1, got {count!r}")
-    rng = np.random.default_rng([rng_seed, 9])
+    count = check_param(f"n_{axis}s", count, Integer(1))
+    rng = key_rng(rng_seed, 9)
     return np.sort(rng.choice(population, size=int(count), replace=False))
 
 
@@ -482,7 +477,7 @@ def feature_instability(
         Evaluate this many features drawn at random (seeded by ``random_state``).
     n_components : int, optional
         ``k`` for a single PPA (default: its ``n_components``, else 1).
-    random_state : int or None
+    random_state : None, int >= 0, numpy.random.Generator or numpy.random.RandomState
         Seeds the choice of features and, for a single (non-bagged) estimator, fixes its unset
         ``random_state`` parameters (so the fit and its refits share their randomness) and,
         under independent coupling, its fresh ``random_state`` per refit.
@@ -584,8 +579,8 @@ def _instability(
     client,
     verbose,
 ):
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    check_param("method", method, Options(*METHODS))
+    check_seed(random_state)
     if coupling is None:
         coupling = getattr(estimator, "coupling", "shared")
     check_coupling(coupling)
@@ -595,7 +590,7 @@ def _instability(
     population = d if axis == "feature" else n
     if count is None and given is None and axis == "instance" and method == "refit":
         count = DEFAULT_REFIT_INSTANCES
-    indices = _choose_indices(given, count, population, resolve_seed(random_state), axis)
+    indices = _choose_indices(given, count, population, ensemble_seed(random_state), axis)
     if client is None:
         client = current_client()
     elif client is False:

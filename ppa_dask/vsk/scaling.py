@@ -35,8 +35,6 @@ The Gaussian kernel is ``exp(-gamma ||a - b||^2)`` (scikit-learn's ``gamma``; a 
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from sklearn.base import (
     BaseEstimator,
@@ -46,12 +44,13 @@ from sklearn.base import (
     clone,
 )
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.compute import compute
+from ppa_dask.utils.params import Integer, Options, Real, check_param
+from ppa_dask.utils.seeds import as_random_state
 
 __all__ = [
     "VariablyScaled",
@@ -86,16 +85,7 @@ def _check_kernel(kernel, gamma):
     if name is None:
         raise ValueError(f"kernel must be one of {KERNELS} (or 'gaussian'), got {kernel!r}")
     if name == "rbf":
-        if (
-            isinstance(gamma, bool)
-            or not isinstance(gamma, numbers.Real)
-            or not np.isfinite(gamma)
-            or gamma <= 0
-        ):
-            raise ValueError(
-                f"gamma must be a finite float > 0 for the Gaussian kernel, got {gamma!r}"
-            )
-        gamma = float(gamma)
+        gamma = check_param("gamma (of the Gaussian kernel)", gamma, Real(0, closed="neither"))
     return name, gamma
 
 
@@ -406,7 +396,8 @@ class PPAScaling(TransformerMixin, BaseEstimator):
     degree : int or iterable of int, default=(1, 2, 3)
         PPA's polynomial degree(s) per step (candidates chosen by ``cv``-fold CV).
     cv : int, default=2
-    random_state : int or None, default=None
+    random_state : None, int >= 0, Generator or RandomState, default=None
+        The PPA's ``random_state`` (its folds).
     whiten : bool, default=True
         Divide each coordinate by its standard deviation, so the augmented columns are on a
         comparable scale whatever the spread of the data.
@@ -573,15 +564,8 @@ class VariablyScaled(TransformerMixin, BaseEstimator):
         return self._fit(X, y)
 
     def _fit(self, X, y):
-        if self.rescale not in (None, "minmax"):
-            raise ValueError(f"rescale must be None or 'minmax', got {self.rescale!r}")
-        if (
-            isinstance(self.weight, bool)
-            or not isinstance(self.weight, numbers.Real)
-            or not np.isfinite(self.weight)
-            or self.weight <= 0
-        ):
-            raise ValueError(f"weight must be a finite float > 0, got {self.weight!r}")
+        check_param("rescale", self.rescale, Options(None, "minmax"))
+        check_param("weight", self.weight, Real(0, closed="neither"))
         X = validate_data(self, X, reset=True, dtype=np.float64)
         psi = self.psi
         if psi is None:
@@ -744,7 +728,8 @@ class SVMExtraction(ClassifierMixin, BaseEstimator):
     gamma : float or "scale", default="scale"
     var_smoothing : float, default=1e-9
         Of the naive-Bayes model.
-    random_state : int, RandomState or None, default=None
+    random_state : None, int >= 0, Generator or RandomState, default=None
+        Draws the kept features (:func:`ppa_dask.utils.seeds.as_random_state`).
 
     Attributes
     ----------
@@ -797,13 +782,12 @@ class SVMExtraction(ClassifierMixin, BaseEstimator):
                 )
         else:
             k = self.n_keep
-            if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
-                raise ValueError(f"n_keep must be an int >= 0, got {k!r}")
+            k = check_param("n_keep", k, Integer(0))
             if k >= d:
                 raise ValueError(
                     f"n_keep={k} leaves no feature for the naive-Bayes posterior: X has {d} features"
                 )
-            keep = check_random_state(self.random_state).choice(d, size=int(k), replace=False)
+            keep = as_random_state(self.random_state).choice(d, size=k, replace=False)
         keep = np.sort(keep.astype(np.intp))
         if keep.size >= d:
             raise ValueError(
@@ -1001,9 +985,7 @@ def _cond_from_extremes(lam_max, lam_min, abs_max, abs_min):
 
 
 def _check_tile_rows(tile_rows):
-    if isinstance(tile_rows, bool) or not isinstance(tile_rows, numbers.Integral) or tile_rows < 1:
-        raise ValueError(f"tile_rows must be a positive int, got {tile_rows!r}")
-    return int(tile_rows)
+    return check_param("tile_rows", tile_rows, Integer(1))
 
 
 def _row_blocks(Z, tile_rows):
@@ -1163,8 +1145,7 @@ def blockwise_condition_number(
     """
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
-    if isinstance(shift, bool) or not isinstance(shift, numbers.Real) or not shift >= 0:
-        raise ValueError(f"shift must be a float >= 0, got {shift!r}")
+    shift = check_param("shift", shift, Real(0))
     gram = tiled_gram_operator(X, psi, kernel, gamma, tile_rows)
     n = gram.shape[0]
     shift = float(shift)
