@@ -25,15 +25,10 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
 import numpy as np
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 
 def parse_args(argv=None):

@@ -48,8 +48,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:  # run from a checkout without installing
-    sys.path.insert(0, ROOT)
 
 MEMORY_TARGET = 0.80
 STEP_TARGET = 2.0

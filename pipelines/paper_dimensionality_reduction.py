@@ -23,12 +23,17 @@ k = 1 .. d-1 retained components is measured on both halves. Written to DIR:
 from __future__ import annotations
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
 
-import numpy as np  # noqa: E402
-from _paper_common import (  # noqa: E402
+from ppa_dask.app.experiments import (
+    METHOD_LABELS,
+    METHODS,
+    dimensionality_reduction_task,
+    scaled_paper_dataset,
+    task_seed,
+)
+from ppa_dask.app.reports import (
     Timer,
     command_line,
     mean_std,
@@ -42,15 +47,7 @@ from _paper_common import (  # noqa: E402
     write_report,
     write_table,
 )
-
-from ppa_dask.app.experiments import (  # noqa: E402
-    METHOD_LABELS,
-    METHODS,
-    dimensionality_reduction_task,
-    scaled_paper_dataset,
-    task_seed,
-)
-from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES  # noqa: E402
+from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES
 
 NAMES = {
     "magic_gamma": "MagicGamma",

@@ -28,12 +28,11 @@ Written to DIR: ``helix3d_curvatures.{csv,md}``, ``helix3d_draws.csv``,
 from __future__ import annotations
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
 
-import numpy as np  # noqa: E402
-from _paper_common import (  # noqa: E402
+from ppa_dask.app.experiments import helix_curvatures, helix_geometry_task, task_seed
+from ppa_dask.app.reports import (
     Timer,
     base_parser,
     command_line,
@@ -47,8 +46,6 @@ from _paper_common import (  # noqa: E402
     write_report,
     write_table,
 )
-
-from ppa_dask.app.experiments import helix_curvatures, helix_geometry_task, task_seed  # noqa: E402
 
 A, B = 2.0, 0.8
 NOISE_3D = (0.1, 0.3, 0.6)

@@ -4,7 +4,7 @@
     python pipelines/paper_metric_knn.py [--output DIR] [--repeats 20] [--workers 2] [--seed 0]
         [--quick] [--train-sizes 10,20,50,100,500] [--ks 1,3,5,7,9,11,13,15]
 
-Two classes on parallel noisy parabolas (``ppa_dask.neighbors.make_parabolas``: gap 0.4, noise
+Two classes on parallel noisy parabolas (``ppa_dask.datasets.make_parabolas``: gap 0.4, noise
 0.05), at low (0.5) and high (1.5) curvature. For each curvature the PPA degree is chosen once
 by 2-fold cross-validation on 1000 samples (the paper's procedure; it found 2), as the lowest
 degree whose CV error is within 1 % of the best (``--degree`` fixes it instead). For every
@@ -27,12 +27,17 @@ PCA, ``make_mahalanobis_knn``) and the generalised Mahalanobis PPA metric (white
 from __future__ import annotations
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
 
-import numpy as np  # noqa: E402
-from _paper_common import (  # noqa: E402
+from ppa_dask.app.experiments import (
+    KNN_LABELS,
+    KNN_METRICS,
+    metric_knn_task,
+    parabola_degree,
+    task_seed,
+)
+from ppa_dask.app.reports import (
     Timer,
     base_parser,
     command_line,
@@ -46,14 +51,6 @@ from _paper_common import (  # noqa: E402
     write_json,
     write_report,
     write_table,
-)
-
-from ppa_dask.app.experiments import (  # noqa: E402
-    KNN_LABELS,
-    KNN_METRICS,
-    metric_knn_task,
-    parabola_degree,
-    task_seed,
 )
 
 CURVATURES = {"low": 0.5, "high": 1.5}

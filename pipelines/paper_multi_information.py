@@ -25,12 +25,12 @@ sides; see ``ppa_dask.information``). Written to DIR:
 from __future__ import annotations
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+from paper_dimensionality_reduction import NAMES, split_seed
 
-import numpy as np  # noqa: E402
-from _paper_common import (  # noqa: E402
+from ppa_dask.app.experiments import METHOD_LABELS, METHODS, multi_information_task
+from ppa_dask.app.reports import (
     Timer,
     command_line,
     mean_std,
@@ -44,9 +44,6 @@ from _paper_common import (  # noqa: E402
     write_report,
     write_table,
 )
-from paper_dimensionality_reduction import NAMES, split_seed  # noqa: E402
-
-from ppa_dask.app.experiments import METHOD_LABELS, METHODS, multi_information_task  # noqa: E402
 
 #: The paper's Table 3 (bits per dimension): PCA, PPA, PPA-GD.
 PAPER_TABLE3 = {

@@ -23,11 +23,13 @@ coefficients (grey) projected on the input dimensions [2,5], [3,9], [4,3], [5,7]
 from __future__ import annotations
 
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _paper_common import (  # noqa: E402
+from ppa_dask.app.experiments import (
+    principal_surface_task,
+    scaled_paper_dataset,
+    task_seed,
+)
+from ppa_dask.app.reports import (
     Timer,
     base_parser,
     command_line,
@@ -41,13 +43,7 @@ from _paper_common import (  # noqa: E402
     write_report,
     write_table,
 )
-
-from ppa_dask.app.experiments import (  # noqa: E402
-    principal_surface_task,
-    scaled_paper_dataset,
-    task_seed,
-)
-from ppa_dask.datasets import PAPER_DATASETS  # noqa: E402
+from ppa_dask.datasets import PAPER_DATASETS
 
 #: input dimension pairs of the paper's first row (1-based, MagicGamma) and its 3-D view
 PAPER_PAIRS = ((2, 5), (3, 9), (4, 3), (5, 7), (9, 1))

@@ -32,12 +32,11 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _stability_common as common  # noqa: E402
+from ppa_dask.app import reports as common
 
 
 def parse_args(argv=None):
-    p = common.base_parser(__doc__.split("\n\n")[0], "stability-forward-selection")
+    p = common.stability_parser(__doc__.split("\n\n")[0], "stability-forward-selection")
     p.add_argument("--n-samples", type=int, default=200)
     p.add_argument("--n-features", type=int, default=None, help="d (default 50; small: 24)")
     p.add_argument("--max-steps", type=int, default=None, help="largest T (default 10)")
@@ -143,7 +142,7 @@ def main(argv=None):
             dict(q=q, b0=b0, b1=min(B, b0 + block), seed=args.seed) for b0 in range(0, B, block)
         ]
     start = time.perf_counter()
-    with common.cluster(args) as client:
+    with common.cluster(workers=args.workers, scheduler=args.scheduler) as client:
         parts = common.run_grid(
             run_block,
             settings,
@@ -205,7 +204,7 @@ def main(argv=None):
     axes[1].set_title("(b) ||beta_B - beta*||^2")
     for ax in axes:
         ax.legend(fontsize=8)
-    common.save_figure(fig, os.path.join(args.output, "forward_selection.png"))
+    common.save_figure(fig, args.output, "forward_selection.png")
 
     bagged = [r for r in rows if r["q"] < 1]
     base = {r["T"]: r["FI"] for r in rows if r["q"] == 1.0}
@@ -225,7 +224,7 @@ def main(argv=None):
     lines = [
         "# Random forward selection: FI with and without feature bagging (section 4.2.1)",
         "",
-        f"Command: `{common.command_line(argv)}`  ",
+        f"Command: `{common.command_line(__file__, argv)}`  ",
         f"n = {n}, d = {d}, T = 1..{T_max}, B = {B} rounds per q, seed {args.seed}; shared "
         f"randomness. Wall time {seconds:.0f} s.",
         "",

@@ -45,8 +45,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _stability_common as common  # noqa: E402
+from ppa_dask.app import reports as common
 
 VAR_MU = 6.2962
 SNR = 3.52
@@ -54,9 +53,12 @@ ESTIMATORS = ("rf", "dt", "ada", "gbrt")
 
 
 def parse_args(argv=None):
-    p = common.base_parser(__doc__.split("\n\n")[0], "stability-generalization")
+    p = common.stability_parser(__doc__.split("\n\n")[0], "stability-generalization")
     p.add_argument(
-        "--datasets", nargs="+", default=None, help="marsadd and/or " + ", ".join(common.DATASETS)
+        "--datasets",
+        nargs="+",
+        default=None,
+        help="marsadd and/or " + ", ".join(common.REGRESSION_DATASETS),
     )
     p.add_argument("--estimators", nargs="+", default=None, choices=ESTIMATORS)
     p.add_argument("--n-train", type=int, default=None, help="training rows (default 500)")
@@ -89,7 +91,7 @@ def split_data(name, n_train, n_test, seed):
     if name == "marsadd":
         X, y = marsadd(n_train + n_test, seed)
     else:
-        X, y = common.load_dataset(name)
+        X, y = common.load_regression_dataset(name)
     rng = np.random.default_rng([seed, 23])
     order = rng.permutation(X.shape[0])
     train = order[: min(n_train, X.shape[0] // 2)]
@@ -231,7 +233,7 @@ def main(argv=None):
     args = parse_args(argv)
     os.makedirs(args.output, exist_ok=True)
     names = args.datasets or (
-        ["marsadd", "diabetes"] if args.small else ["marsadd", *common.DATASETS]
+        ["marsadd", "diabetes"] if args.small else ["marsadd", *common.REGRESSION_DATASETS]
     )
     estimators = args.estimators or (["rf", "dt"] if args.small else list(ESTIMATORS))
     n_train = args.n_train or (300 if args.small else 500)
@@ -254,7 +256,7 @@ def main(argv=None):
         for params in grid(est, args.small, n_trees, max_depth)
     ]
     start = time.perf_counter()
-    with common.cluster(args) as client:
+    with common.cluster(workers=args.workers, scheduler=args.scheduler) as client:
         rows = common.run_grid(
             run_setting,
             settings,
@@ -292,14 +294,14 @@ def main(argv=None):
             axes[i, j].set_ylabel("test - train MSE")
             axes[i, j].set_title(f"{name}: gap against {what}")
             axes[i, j].legend(fontsize=7)
-    common.save_figure(fig, os.path.join(args.output, "gap_vs_instability.png"))
+    common.save_figure(fig, args.output, "gap_vs_instability.png")
 
     positive = sum(s["dR2_FI_given_II"] > 0 for s in summary)
     beats_noise = sum(s["dR2_FI_given_II"] > s["dR2_noise_given_II"] for s in summary)
     lines = [
         "# Generalisation gap against FI and II (paper section S.1)",
         "",
-        f"Command: `{common.command_line(argv)}`  ",
+        f"Command: `{common.command_line(__file__, argv)}`  ",
         f"{len(rows)} settings; {n_train} training rows, up to {n_test} test rows (FI and II "
         f"averaged over {min(300, n_test)} of them), II from {ii_instances} removed rows, "
         f"{n_trees} trees per forest, seed {args.seed}. Wall time {seconds:.0f} s.",

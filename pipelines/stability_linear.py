@@ -39,12 +39,11 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _stability_common as common  # noqa: E402
+from ppa_dask.app import reports as common
 
 
 def parse_args(argv=None):
-    p = common.base_parser(__doc__.split("\n\n")[0], "stability-linear")
+    p = common.stability_parser(__doc__.split("\n\n")[0], "stability-linear")
     p.add_argument("--n-samples", type=int, default=None, help="training rows n (default 100)")
     p.add_argument("--gamma", type=float, default=2.0, help="aspect ratio d / n (default 2)")
     p.add_argument("--noise", type=float, default=0.5, help="noise standard deviation sigma")
@@ -222,7 +221,7 @@ def figures(summary, n, d, output):
         ax.set_title(f"{name}, B = 1 (dotted: gamma q = p)")
         ax.legend(fontsize=8)
     fig.suptitle(f"Double descent of bagged least squares, n = {n}, d = {d}")
-    common.save_figure(fig, os.path.join(output, "double_descent.png"))
+    common.save_figure(fig, output, "double_descent.png")
 
     # Figure 3: bagging flattens the peak (p = 1)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -248,7 +247,7 @@ def figures(summary, n, d, output):
         ax.set_title(f"{name}, p = 1")
         ax.legend(fontsize=8)
     fig.suptitle("Bagging flattens the interpolation peak")
-    common.save_figure(fig, os.path.join(output, "bagging.png"))
+    common.save_figure(fig, output, "bagging.png")
 
     # rounds: FI against B
     from ppa_dask.stability import bagging_rounds
@@ -271,7 +270,7 @@ def figures(summary, n, d, output):
     ax.set_xlabel("bagging rounds B (dotted: d (1 - q) / q)")
     ax.set_ylabel("FI")
     ax.legend()
-    common.save_figure(fig, os.path.join(output, "rounds.png"))
+    common.save_figure(fig, output, "rounds.png")
 
     # closed form against brute force
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
@@ -289,7 +288,7 @@ def figures(summary, n, d, output):
     ax.set_xlabel("brute-force refit")
     ax.set_ylabel("closed form")
     ax.legend()
-    common.save_figure(fig, os.path.join(output, "closed_vs_refit.png"))
+    common.save_figure(fig, output, "closed_vs_refit.png")
 
 
 def checks(summary, n, d):
@@ -334,7 +333,7 @@ def report(summary, checks_, n, d, args, argv, seconds, output):
     lines = [
         "# Bagged least squares: II and FI against p, q and B (paper section 3)",
         "",
-        f"Command: `{common.command_line(argv)}`  ",
+        f"Command: `{common.command_line(__file__, argv)}`  ",
         f"n = {n}, d = {d} (gamma = {gamma:g}), noise sigma = {args.noise}, seed {args.seed}, "
         f"{summary[0]['replicates']} replicate(s) per setting; shared coupling; instabilities on "
         f"the coefficient scale E||beta - beta^l||^2. Wall time {seconds:.0f} s.",
@@ -407,7 +406,7 @@ def main(argv=None):
     os.makedirs(args.output, exist_ok=True)
     n, d, settings, refit_max = grids(args)
     start = time.perf_counter()
-    with common.cluster(args) as client:
+    with common.cluster(workers=args.workers, scheduler=args.scheduler) as client:
         rows = common.run_grid(
             run_setting,
             settings,

@@ -25,13 +25,12 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _stability_common as common  # noqa: E402
+from ppa_dask.app import reports as common
 
 
 def parse_args(argv=None):
-    p = common.base_parser(__doc__.split("\n\n")[0], "stability-ppa")
-    p.add_argument("--datasets", nargs="+", default=None, choices=common.DATASETS)
+    p = common.stability_parser(__doc__.split("\n\n")[0], "stability-ppa")
+    p.add_argument("--datasets", nargs="+", default=None, choices=common.REGRESSION_DATASETS)
     p.add_argument("--n-samples", type=int, default=None, help="rows per data set (default 2000)")
     p.add_argument("--components", type=int, default=1, help="k, components per member")
     p.add_argument(
@@ -92,14 +91,18 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     os.makedirs(args.output, exist_ok=True)
-    names = args.datasets or (["diabetes", "abalone"] if args.small else list(common.DATASETS))
+    names = args.datasets or (
+        ["diabetes", "abalone"] if args.small else list(common.REGRESSION_DATASETS)
+    )
     n = args.n_samples or (600 if args.small else 2000)
     qs = args.ratios or ([0.5, 0.75, 1.0] if args.small else [0.25, 0.5, 0.75, 1.0])
     Bs = args.members or ([1, 4, 16] if args.small else [1, 2, 4, 8, 16, 32])
     k = args.components
     data = {}
     for name in names:
-        X, _ = common.load_dataset(name, n_samples=None, seed=args.seed, standardize=True)
+        X, _ = common.load_regression_dataset(
+            name, n_samples=None, seed=args.seed, standardize=True
+        )
         rows = np.random.default_rng([args.seed, 31]).permutation(X.shape[0])
         fit_rows, eval_rows = (
             rows[: min(n, X.shape[0] * 2 // 3)],
@@ -114,7 +117,7 @@ def main(argv=None):
         if int(np.floor(q * data[name][0].shape[1] + 0.5)) > k
     ]
     start = time.perf_counter()
-    with common.cluster(args) as client:
+    with common.cluster(workers=args.workers, scheduler=args.scheduler) as client:
         rows = common.run_grid(
             run_setting,
             settings,
@@ -178,7 +181,7 @@ def main(argv=None):
         ax.set_title(f"{name} (d = {d}), k = {k}")
         ax.legend(fontsize=7)
     axes[0, 0].set_ylabel("FI of the reconstruction (x: out of bag)")
-    common.save_figure(fig, os.path.join(args.output, "ppa_fi.png"))
+    common.save_figure(fig, args.output, "ppa_fi.png")
 
     Bmax = max(Bs)
     checks = []
@@ -193,7 +196,7 @@ def main(argv=None):
     lines = [
         "# Feature instability of feature-bagged PPA reconstructions",
         "",
-        f"Command: `{common.command_line(argv)}`  ",
+        f"Command: `{common.command_line(__file__, argv)}`  ",
         f"Standardised features, up to {n} rows fitted per data set, FI on up to 500 held-out "
         f"rows, k = {k} components per member, PPA degrees 1..3 by 2-fold CV, shared coupling, "
         f"seed {args.seed}. Wall time {seconds:.0f} s.",

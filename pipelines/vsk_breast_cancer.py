@@ -30,13 +30,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _vsk_common as common  # noqa: E402
+from ppa_dask.app import reports as common
 
 N_SELECTED = 2  # the paper's n-bar: SVM-S keeps 2 features, SVM-E 1 feature + the posterior
 
@@ -159,7 +157,7 @@ def summarize(rows):
                     "kernel": "-" if m == "NB" else kernel,
                     "method": m,
                     "fixed split": fixed.iloc[0] if len(fixed) else np.nan,
-                    "mean ± std over splits": common.mean_std(g["f1"]),
+                    "mean ± std over splits": common.mean_std_text(g["f1"]),
                     "splits": len(g),
                 }
             )
@@ -263,7 +261,7 @@ def run(
     kept = range(X.shape[1]) if kept is None else kept
     grids = dict(C_grid=tuple(C_grid), gamma_grid=tuple(gamma_grid), cv=cv)
     t0 = time.perf_counter()
-    with common.cluster(client, n_workers) as c:
+    with common.cluster(client=client, workers=n_workers) as c:
         # the data are small: scattered once, shared by all tasks
         Xf, yf = c.scatter([X, y], broadcast=True)
         tasks_m = [
@@ -283,7 +281,7 @@ def run(
     rows = [r for part in parts for r in part]
     df, full, table4, table5 = summarize(rows)
     df.to_csv(os.path.join(output, "bc_results.csv"), index=False)
-    text = common.write_table(
+    text = common.write_frame_table(
         table4,
         output,
         "bc_methods",
@@ -293,7 +291,7 @@ def run(
         "entry of the paper's Table 5 does; (median kept) is the typical choice.",
     )
     if len(table5):
-        text += "\n" + common.write_table(
+        text += "\n" + common.write_frame_table(
             table5, output, "bc_svm_e", "SVM-E per kept feature (paper's Table 5)"
         )
     plot(full, table5, FEATURES, output)

@@ -36,13 +36,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _vsk_common as common  # noqa: E402
+from ppa_dask.app import reports as common
 
 N_TRAIN = 58
 LEARNERS = ("KRN", "KRN-VSK aux", "KRN-VSK fit", "KRN-VSK aux+fit")
@@ -233,7 +231,7 @@ def run(
         for b in batches
     ]
     t0 = time.perf_counter()
-    with common.cluster(client, n_workers) as c:
+    with common.cluster(client=client, workers=n_workers) as c:
         parts = common.fan_out(c, sweep_task, tasks)
     rows = [r for part in parts for r in part[0]]
     preds = [p for part in parts for p in part[1]]
@@ -244,7 +242,7 @@ def run(
     for (nu, learner), g in df.groupby(["nu", "learner"], sort=False):
         i = g["RME"].idxmin()
         best_preds[(nu, learner)] = (df.loc[i, "eps"], int(df.loc[i, "RME"]), preds[i])
-    text = common.write_table(
+    text = common.write_frame_table(
         best,
         output,
         "covid_best",

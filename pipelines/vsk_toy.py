@@ -30,13 +30,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _vsk_common as common  # noqa: E402
+from ppa_dask.app import reports as common
 
 POPULATION = 5000
 N_FEATURES = 64
@@ -224,11 +222,11 @@ def run(
         for k in kernels
     ]
     t0 = time.perf_counter()
-    with common.cluster(client, n_workers) as c:
+    with common.cluster(client=client, workers=n_workers) as c:
         results = common.fan_out(c, toy_task, tasks)
     df, f1, spec = summarize(results)
     df.to_csv(os.path.join(output, "toy_results.csv"), index=False)
-    text = common.write_table(
+    text = common.write_frame_table(
         f1,
         output,
         "toy_f1",
@@ -238,7 +236,7 @@ def run(
         f"{_grid_text(C_grid)} (and gamma in {_grid_text(gamma_grid)}).",
     )
     if len(spec):
-        text += "\n" + common.write_table(
+        text += "\n" + common.write_frame_table(
             spec,
             output,
             "toy_spectral",

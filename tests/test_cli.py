@@ -23,6 +23,7 @@ TABLE_OUTPUTS = [
     "reconstruction_error.csv",
     "reconstruction_error.md",
     "summary.json",
+    "table",
 ]
 CUBE_RUN_FOLDER = [
     "01-load",
@@ -168,6 +169,36 @@ def test_demo_table_ppa_beats_pca(demo_run):
     assert float(first["ppa_mse"]) < 0.8 * float(first["pca_mse"])
 
 
+def test_demo_table_matches_an_independent_fit(demo_run):
+    """The table part's numbers: the data regenerated in memory, PPA fitted on it here (same
+    seed and chunks) and PCA fitted with k components by scikit-learn, errors measured here."""
+    import dask
+    import dask.array as da
+    import numpy as np
+    import zarr
+    from sklearn.decomposition import PCA
+
+    from ppa_dask import PPA
+    from ppa_dask.datasets import make_curved_manifold
+
+    assert demo_run["code"] == 0
+    X = make_curved_manifold(20000, n_features=N_FEATURES, noise=0.05, random_state=0)
+    np.testing.assert_array_equal(zarr.open_array(str(demo_run["out"] / "data.zarr"))[...], X)
+    with dask.config.set(scheduler="threads"):
+        model = PPA(degree=range(1, 6), cv=2, random_state=0).fit(da.from_array(X, chunks=5000))
+    Z = model.transform(X)
+    rows = _table(demo_run["out"])
+    for r in rows:
+        k = int(r["k"])
+        ppa = np.mean(np.sum((X - model.inverse_transform(Z[:, :k])) ** 2, axis=1))
+        pca = PCA(n_components=k).fit(X)
+        pca_mse = np.mean(np.sum((X - pca.inverse_transform(pca.transform(X))) ** 2, axis=1))
+        assert float(r["ppa_mse"]) == pytest.approx(ppa, rel=1e-8), k
+        assert float(r["pca_mse"]) == pytest.approx(pca_mse, rel=1e-8), k
+    summary = json.loads((demo_run["out"] / "summary.json").read_text())
+    assert summary["model"]["degrees"] == [int(g) for g in model.degrees_]
+
+
 def test_demo_reuses_matching_data(demo_run, capsys):
     assert demo_run["code"] == 0
     out = demo_run["out"]
@@ -192,6 +223,11 @@ def test_demo_reuses_matching_data(demo_run, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     assert "reusing" in printed
+    # every stage of the table pipeline was complete: the table comes from its files
+    assert (
+        "pipeline 'demo-table'" in printed
+        and "Reconstruction error with k components (n=20,000" in printed
+    )
     assert zarr_json.stat().st_mtime_ns == stamp
     summary = json.loads((out / "summary.json").read_text())
     assert summary["data"]["reused"] is True

@@ -26,13 +26,13 @@ PIPELINES = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, 
 if PIPELINES not in sys.path:
     sys.path.insert(0, PIPELINES)
 
-import _paper_common as common  # noqa: E402
 import paper_dimensionality_reduction as dr  # noqa: E402
 import paper_helix_geometry as helix  # noqa: E402
 import paper_metric_knn as knn  # noqa: E402
 import paper_multi_information as mi  # noqa: E402
 import paper_principal_surfaces as surfaces  # noqa: E402
 
+from ppa_dask.app import reports as common  # noqa: E402
 from ppa_dask.app.experiments import fit_method, paper_split, task_seed  # noqa: E402
 from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES  # noqa: E402
 

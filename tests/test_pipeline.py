@@ -26,14 +26,14 @@ import pytest
 import yaml
 import zarr
 
-from ppa_dask import store
+from ppa_dask import datasets, store
+from ppa_dask.app.baseline import pca_reconstruction_errors
 from ppa_dask.app.pipeline import (
     MARKER,
     STAGE_DIRS,
     PipelineError,
     _held_out_rows,
     load_pipeline,
-    pca_reconstruction_errors,
     run_pipeline,
     validate_pipeline,
 )
@@ -208,7 +208,7 @@ def test_bundled_pipelines_are_valid():
 
 
 def test_demo_pipeline_is_the_cli_cube_demo():
-    from ppa_dask.app.cli import cube_demo_config
+    from ppa_dask.app.demo import cube_demo_config
 
     assert load_pipeline(os.path.join(PIPELINES, "demo.yaml")) == cube_demo_config(seed=0) | {
         "output": "runs/demo-cube"
@@ -309,6 +309,57 @@ def test_test_errors_out_of_core_agree_with_scikit_learn():
     )
     assert "covariance computed with Dask" in method
     np.testing.assert_allclose(dask_way, in_memory, rtol=1e-9)
+
+
+def test_pca_baseline_equals_scikit_learn_pca_with_k_components():
+    """Every copy of the PCA baseline (in memory, the Dask covariance, the experiments') gives
+    the error of scikit-learn's own PCA(n_components=k) reconstruction."""
+    from sklearn.decomposition import PCA
+
+    from ppa_dask.app.experiments import reconstruction_mse
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 4)) @ rng.normal(size=(4, 4)) + 2.0
+    expected = [np.mean(np.sum((X - X.mean(axis=0)) ** 2, axis=1))]
+    for k in range(1, 4):
+        pca = PCA(n_components=k).fit(X)
+        expected.append(
+            np.mean(np.sum((X - pca.inverse_transform(pca.transform(X))) ** 2, axis=1))
+        )
+    in_memory, tails, _ = pca_reconstruction_errors(X)
+    dask_way, _, _ = pca_reconstruction_errors(da.from_array(X, chunks=700), in_memory_bytes=0)
+    experiments = reconstruction_mse(PCA(n_components=4).fit(X), X)
+    for errors in (in_memory, tails, dask_way, experiments):
+        np.testing.assert_allclose(errors, expected, rtol=1e-9)
+
+
+def test_generated_source_with_a_path_writes_and_reuses_the_data_set(tmp_path):
+    """``data.path``: the generated samples go to that Zarr array (the same values as in the
+    run folder), a rerun after a changed fit reuses them, another size rewrites them."""
+    import zarr
+
+    path = tmp_path / "gen.zarr"
+    config = _base(source="generated", n_samples=3000, n_features=4, kind="curved")
+    config["data"]["path"] = str(path)
+    config["data"]["chunk_rows"] = 1000
+    _run(config, tmp_path / "run")
+    X = datasets.make_curved_manifold(3000, n_features=4, random_state=0)
+    z = zarr.open_array(str(path), mode="r")
+    np.testing.assert_array_equal(z[...], X)
+    assert z.chunks[0] == 1000
+    stamp = (path / "zarr.json").stat().st_mtime_ns
+    assert "reusing" in _run(config, tmp_path / "run", force=True)
+    assert (path / "zarr.json").stat().st_mtime_ns == stamp
+    config["data"]["n_samples"] = 2000
+    assert "n_samples is 3000, not 2000; rewriting" in _run(config, tmp_path / "run")
+    assert zarr.open_array(str(path), mode="r").shape == (2000, 4)
+
+
+def test_generated_source_path_must_be_local():
+    config = _base(source="generated", n_samples=30, n_features=4, kind="curved")
+    config["data"]["path"] = "s3://bucket/x.zarr"
+    with pytest.raises(PipelineError, match="data.path: expected a local folder"):
+        validate_pipeline(config)
 
 
 def test_held_out_evaluation(tmp_path):

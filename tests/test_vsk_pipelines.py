@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ppa_dask.app import reports
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PIPELINES = os.path.join(os.path.dirname(HERE), "pipelines")
 
@@ -183,9 +185,8 @@ def test_rounded_mean_error_rounds_half_down():
 
 
 def test_pipeline_tables_are_markdown_pipe_tables(tmp_path):
-    common = _load("_vsk_common")
     df = pd.DataFrame({"a": [1, 2], "b": [0.12345, np.nan]})
-    text = common.write_table(df, str(tmp_path), "t", "T")
+    text = reports.write_frame_table(df, str(tmp_path), "t", "T")
     assert text.splitlines()[2:] == ["| a | b |", "|---|---|", "| 1 | 0.123 |", "| 2 | nan |"]
     assert pd.read_csv(tmp_path / "t.csv").shape == (2, 2)
 

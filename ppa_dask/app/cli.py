@@ -3,14 +3,15 @@
 Commands
 --------
 demo
-    Two parts on one local Dask cluster. The table: generate a curved 3-D manifold in
-    ``--n-features`` dimensions as a Zarr array, fit PPA to it and compare its reconstruction
-    error with PCA's for every number of components. The cube: a synthetic hyperspectral cube
+    Two generated pipelines (:mod:`ppa_dask.app.demo`) on one local Dask cluster, run by the
+    stages of ``run``. The table: generate a curved 3-D manifold in ``--n-features``
+    dimensions as a Zarr array, fit PPA to it and compare its reconstruction error with PCA's
+    for every number of components (run folder ``<output>/table``). The cube: a synthetic hyperspectral cube
     read from Zarr with xarray goes through the pipeline stages (component images,
     reconstruction-error table, PNGs) in ``<output>/cube``. ``--no-cube`` runs only the table,
     ``--cube`` only the cube. Everything is written inside ``--output``.
 run PIPELINE.yaml
-    A batch pipeline (:mod:`ppa_dask.pipeline`), resumed where a killed run stopped.
+    A batch pipeline (:mod:`ppa_dask.app.pipeline`), resumed where a killed run stopped.
 fit INPUT MODEL / transform MODEL INPUT OUTPUT / inverse MODEL INPUT OUTPUT
     Fit on a Zarr array or cube and save the model; write components / reconstructions to Zarr.
 info MODEL
@@ -31,67 +32,32 @@ on stderr; the library's ``ValueError`` messages are reported that way), 130 whe
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
-import platform
-import shutil
 import sys
-import time
 
 import numpy as np
 
-from ppa_dask import datasets, store
-from ppa_dask.app.cluster import dashboard_link, open_client, read_cluster_config, step_reporter
-from ppa_dask.app.pipeline import (
-    Run,
-    format_error_table,
-    load_pipeline,
-    open_zarr_dataset,
-    pca_reconstruction_errors,
-    validate_pipeline,
-    write_error_csv,
-    write_error_markdown,
+from ppa_dask import store
+from ppa_dask.app import demo
+from ppa_dask.app.cluster import command_session, read_cluster_config, step_reporter
+from ppa_dask.app.demo import (
+    CUBE_DEMO_BANDS,
+    CUBE_DEMO_MIN_BANDS,
+    CUBE_DEMO_MIN_PIXELS,
+    CUBE_DEMO_OUTPUT,
+    CUBE_DEMO_PIXELS,
+    DEMO_OUTPUT,
 )
+from ppa_dask.app.pipeline import Run, load_pipeline, open_zarr_dataset
 from ppa_dask.ppa.estimator import PPA
+from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.version import VERSION
 
 __all__ = ["main", "build_parser"]
 
 PROG = "ppa-dask"
-
-#: Default output folders of ``demo`` and of ``demo --cube`` (the cube part alone).
-DEMO_OUTPUT = "ppa-dask-demo"
-CUBE_DEMO_OUTPUT = "ppa-dask-demo-cube"
-#: Sub-folder of the demo's output holding the run folder of its cube part.
-CUBE_DEMO_SUBDIR = "cube"
-#: Size of the demo cube (bands, image side); pipelines/demo.yaml is the same run.
-CUBE_DEMO_BANDS = 32
-CUBE_DEMO_PIXELS = 256
-#: Smallest accepted sizes, checked before anything runs. Fewer than 4 bands leave no curved
-#: structure to compare; below 8 x 8 pixels the cloud-free pixels can be too few for 2-fold
-#: cross-validation of degrees up to 5 (12 samples), and that would only show after the table.
-CUBE_DEMO_MIN_BANDS = 4
-CUBE_DEMO_MIN_PIXELS = 8
-#: Rows of ``y`` per Dask/Zarr chunk of the demo cube.
-CUBE_DEMO_CHUNK_Y = 64
-#: The cube part's main outputs, relative to its run folder (printed at the end of the demo).
-CUBE_DEMO_OUTPUTS = {
-    "reconstruction_error_md": "05-evaluate/reconstruction_error.md",
-    "reconstruction_error_csv": "05-evaluate/reconstruction_error.csv",
-    "components_png": "06-plots/components.png",
-    "components_zarr": "04-transform/components.zarr",
-}
-
-#: Noise of the demo data set (``datasets.make_curved_manifold``'s default).
-DEMO_NOISE = 0.05
-#: Candidate degrees and folds of the demo fit.
-DEMO_DEGREES = range(1, 6)
-DEMO_CV = 2
-#: The PCA comparison loads the data into this process when it takes at most this fraction of
-#: the available memory; otherwise it is computed on the cluster from the covariance.
-PCA_IN_MEMORY_FRACTION = 0.25
 
 
 class CommandError(Exception):
@@ -142,37 +108,6 @@ def _non_negative_int(text):
 
 
 # ---------------------------------------------------------------------------------------------
-# progress output
-# ---------------------------------------------------------------------------------------------
-
-
-class _Progress:
-    """Prints progress lines with the elapsed wall time, and records stage times."""
-
-    def __init__(self, stream):
-        self.stream = stream
-        self.start = time.perf_counter()
-        self.times = {}
-
-    def say(self, message):
-        elapsed = time.perf_counter() - self.start
-        print(f"[{elapsed:7.1f} s] {message}", file=self.stream, flush=True)
-
-    def plain(self, message=""):
-        print(message, file=self.stream, flush=True)
-
-    @contextlib.contextmanager
-    def stage(self, key, message):
-        self.say(f"{message} ...")
-        t0 = time.perf_counter()
-        yield
-        self.times[key] = time.perf_counter() - t0
-
-    def total(self):
-        return time.perf_counter() - self.start
-
-
-# ---------------------------------------------------------------------------------------------
 # demo
 # ---------------------------------------------------------------------------------------------
 
@@ -186,7 +121,8 @@ def _add_demo(subparsers):
             "embedded in D dimensions (Zarr, DIR/data.zarr), fit PPA with degrees 1-5 chosen per "
             "step by 2-fold cross-validation, and tabulate the reconstruction error of PCA and "
             "PPA for k = 1..D-1 components (DIR/reconstruction_error.csv and .md, "
-            "DIR/summary.json). The cube: a synthetic hyperspectral cube (make_cube) written to "
+            "DIR/summary.json), through the stages of 'ppa-dask run' in DIR/table. "
+            "The cube: a synthetic hyperspectral cube (make_cube) written to "
             "Zarr and read back with xarray goes through the stages of 'ppa-dask run' in "
             "DIR/cube: component images (04-transform/components.zarr), reconstruction-error "
             "table (05-evaluate), PNGs (06-plots); a rerun resumes it. Writes only inside DIR."
@@ -261,425 +197,8 @@ def _add_demo(subparsers):
         help="table part: rows per Zarr/Dask chunk (default: 131072, two generation blocks)",
     )
     _add_cluster_options(p, workers=False)
-    p.set_defaults(func=run_demo)
+    p.set_defaults(func=demo.run_demo)
     return p
-
-
-def _dataset_record(path):
-    """The generator record stored in a Zarr array's attributes, its shape and chunk rows."""
-    import zarr
-
-    z = zarr.open_array(path, mode="r")
-    record = dict(z.attrs.get("ppa_dask.datasets") or {})
-    return record, tuple(z.shape), int(z.chunks[0])
-
-
-def _reusable(path, expected, shape, chunk_rows):
-    """Why the data set at ``path`` cannot be reused (a string), or None if it can."""
-    if not os.path.lexists(path):
-        return "absent"
-    try:
-        record, stored_shape, stored_chunk_rows = _dataset_record(path)
-    except Exception as exc:  # not a readable Zarr array: let write_zarr decide
-        return f"unreadable ({type(exc).__name__})"
-    for key, value in expected.items():
-        if key == "params":
-            stored = record.get("params") or {}
-            for name, v in value.items():
-                if stored.get(name) != v:
-                    return f"params.{name} is {stored.get(name)!r}, not {v!r}"
-        elif record.get(key) != value:
-            return f"{key} is {record.get(key)!r}, not {value!r}"
-    if stored_shape != shape:
-        return f"shape is {stored_shape}, not {shape}"
-    if stored_chunk_rows != chunk_rows:
-        return f"chunk rows are {stored_chunk_rows}, not {chunk_rows}"
-    return None
-
-
-def _available_memory():
-    try:
-        import psutil
-
-        return float(psutil.virtual_memory().available)
-    except Exception:  # pragma: no cover - psutil is a distributed dependency
-        return 0.0
-
-
-def _pca_errors_in_memory(X):
-    """PCA reconstruction MSE for k = 0..d-1 on in-memory data (scikit-learn's PCA), the sums
-    of discarded eigenvalues as a check, and a description (see
-    :func:`ppa_dask.pipeline.pca_reconstruction_errors`)."""
-    return pca_reconstruction_errors(np.asarray(X, dtype=np.float64))
-
-
-def _pca_errors_dask(X):
-    """PCA reconstruction MSE for k = 0..d-1 from the covariance computed with Dask."""
-    return pca_reconstruction_errors(X, in_memory_bytes=0)
-
-
-def _format_table(rows):
-    return format_error_table(rows)
-
-
-def _write_csv(path, rows):
-    write_error_csv(path, rows)
-
-
-def _write_markdown(path, rows, total_variance, caption):
-    write_error_markdown(path, rows, total_variance, caption)
-
-
-def _versions():
-    out = {"python": platform.python_version()}
-    for name in ("ppa_dask", "numpy", "scipy", "sklearn", "dask", "distributed", "zarr"):
-        try:
-            module = __import__(name)
-            out[name] = getattr(module, "VERSION", "?")
-        except Exception:  # pragma: no cover
-            out[name] = None
-    return out
-
-
-def run_demo(args, stream=None):
-    """The ``demo`` command; returns the exit code.
-
-    By default the table part (outputs in ``--output``) and then the cube part (its run folder
-    ``<output>/cube``), both on one cluster session; ``--no-cube`` stops after the table,
-    ``--cube`` runs only the cube part (:func:`run_cube_demo`).
-    """
-    stream = sys.stdout if stream is None else stream
-    if args.cube:
-        return run_cube_demo(args, stream)
-    if args.output is None:
-        args.output = DEMO_OUTPUT
-    n, d, seed = args.n_samples, args.n_features, args.seed
-    chunk_rows = min(args.chunk_rows, n)
-    if d < 4:
-        raise CommandError(f"--n-features must be >= 4 for the curved data set, got {d}")
-    # checked before anything runs: a bad cube option must not cost the table part first
-    cube_config = None if args.no_cube else _checked_cube_demo_config(args)
-
-    outdir = os.path.abspath(args.output)
-    if os.path.lexists(outdir) and not os.path.isdir(outdir):
-        raise CommandError(f"--output {args.output!r} exists and is not a directory")
-    cube_dir = None if cube_config is None else os.path.join(outdir, CUBE_DEMO_SUBDIR)
-
-    progress = _Progress(stream)
-    progress.say(
-        f"ppa-dask demo: n={n:,} d={d} seed={seed} workers={args.workers} "
-        f"chunk_rows={chunk_rows:,} output={outdir}"
-    )
-    cube_plan = _cube_demo_size(args) if cube_dir else "skipped (--no-cube)"
-    progress.say(f"then the cube part: {cube_plan}")
-    os.makedirs(outdir, exist_ok=True)
-    scratch = os.path.join(outdir, ".dask-scratch")
-    scratch_existed = os.path.lexists(scratch)
-    try:
-        with progress.stage("cluster_start_s", "starting the Dask cluster"):
-            stack = contextlib.ExitStack()
-            client = stack.enter_context(_session(args, progress, local_directory=scratch))
-        with stack:
-            link = dashboard_link(client) if client is not None else None
-            summary = _demo_table_part(args, progress, outdir, chunk_rows, link)
-            # written now, so that the table's record survives a failed or interrupted cube
-            # part; rewritten when the cube part is complete
-            summary["cube"] = (
-                None if cube_dir is None else _cube_demo_record(cube_dir, args, complete=False)
-            )
-            progress.times["table_s"] = progress.total()
-            json_path = _write_demo_summary(outdir, summary, progress)
-            progress.say(f"wrote {json_path}")
-            progress.say(f"table part: done in {progress.times['table_s']:.1f} s")
-
-            if cube_dir is not None:
-                progress.plain()
-                with progress.stage(
-                    "cube_s", f"cube part: {_cube_demo_size(args)}, run folder {cube_dir}"
-                ):
-                    _run_cube_pipeline(cube_config, cube_dir, stream, progress)
-                progress.say(f"cube part: done in {progress.times['cube_s']:.1f} s")
-                summary["cube"] = _cube_demo_record(cube_dir, args, complete=True)
-                _write_demo_summary(outdir, summary, progress)
-    finally:
-        if not scratch_existed:
-            shutil.rmtree(scratch, ignore_errors=True)
-
-    progress.say(f"table part: see {os.path.join(outdir, 'reconstruction_error.md')}")
-    if cube_dir is not None:
-        _say_cube_outputs(progress, cube_dir)
-    progress.say(f"done in {progress.total():.1f} s")
-    return 0
-
-
-def _demo_table_part(args, progress, outdir, chunk_rows, dashboard):
-    """The table part of the demo on the current cluster: data (reused when it matches), fit,
-    errors of PPA and PCA, the printed table and its CSV and markdown files.
-
-    Returns the summary record without its ``cube`` and ``times_s`` entries.
-    """
-    import dask.array as da
-
-    stream = progress.stream
-    n, d, seed = args.n_samples, args.n_features, args.seed
-    data_path = os.path.join(outdir, "data.zarr")
-    expected = {
-        "kind": "curved",
-        "n_samples": n,
-        "n_features": d,
-        "random_state": seed,
-        "dtype": "float64",
-        "params": {"noise": DEMO_NOISE},
-    }
-
-    # (a) the data set, written on the cluster, reused when its attributes match
-    why = _reusable(data_path, expected, (n, d), chunk_rows)
-    reused = why is None
-    if reused:
-        progress.say(f"data: reusing {data_path} (same parameters)")
-        progress.times["data_s"] = 0.0
-    else:
-        note = "" if why == "absent" else f" (existing store: {why}; rewriting)"
-        with progress.stage(
-            "data_s", f"data: writing {n:,} x {d} curved-manifold samples to {data_path}{note}"
-        ):
-            datasets.write_zarr(
-                data_path,
-                n,
-                n_features=d,
-                kind="curved",
-                chunk_rows=chunk_rows,
-                random_state=seed,
-                overwrite=os.path.lexists(data_path),
-                noise=DEMO_NOISE,
-            )
-        progress.say(f"data: written in {progress.times['data_s']:.1f} s")
-
-    # (c) the fit, on the lazily opened array
-    X = da.from_zarr(data_path)
-    model = PPA(degree=DEMO_DEGREES, cv=DEMO_CV, random_state=seed)
-    with progress.stage(
-        "fit_s",
-        f"fitting PPA(degree=1..5, cv={DEMO_CV}) on a "
-        f"{X.shape[0]:,} x {X.shape[1]} Dask array "
-        f"({X.numblocks[0]} chunks)",
-    ):
-        model.fit(X, progress=step_reporter(stream))
-    degrees = [int(g) for g in model.degrees_]
-    progress.say(
-        f"fit: {progress.times['fit_s']:.1f} s, {model.n_passes_} passes over the "
-        f"data, residual cache: {model.residual_cache_}"
-    )
-    progress.say("fit: degree chosen per step: " + " ".join(map(str, degrees)))
-
-    # (d) PPA reconstruction errors: one pass
-    with progress.stage(
-        "ppa_errors_s", f"PPA reconstruction errors for k = 0..{d - 1} (one pass)"
-    ):
-        ppa_errors = np.asarray(model.reconstruction_errors(X), dtype=float)
-    progress.say(f"PPA errors: {progress.times['ppa_errors_s']:.1f} s")
-
-    # PCA on the same data
-    nbytes = 8.0 * n * d
-    in_memory = nbytes <= PCA_IN_MEMORY_FRACTION * _available_memory()
-    where = "in memory" if in_memory else "on the cluster (too large to load)"
-    with progress.stage("pca_s", f"PCA on the same data, {where}"):
-        if in_memory:
-            import zarr
-
-            Xn = np.asarray(zarr.open_array(data_path, mode="r")[...], dtype=np.float64)
-            pca_errors, eigen_tails, pca_method = _pca_errors_in_memory(Xn)
-            del Xn
-        else:
-            pca_errors, eigen_tails, pca_method = _pca_errors_dask(X)
-    progress.say(f"PCA: {progress.times['pca_s']:.1f} s")
-
-    # (e) the table, k = 1..d-1
-    ks = list(range(1, d))
-    rows = []
-    for k in ks:
-        pca, ppa = float(pca_errors[k]), float(ppa_errors[k])
-        pct = 100.0 * ppa / pca if pca > 0 else float("nan")
-        rows.append((k, pca, ppa, pct))
-    total_variance = float(pca_errors[0])
-    caption = (
-        "MSE: mean over samples of the squared Euclidean reconstruction error summed over "
-        "features, in input units, on the training data. PCA: " + pca_method + ". PPA: "
-        "PPA.reconstruction_errors (residual norms after k steps, one pass)."
-    )
-    progress.plain()
-    progress.plain(
-        f"Reconstruction error with k components (n={n:,}, d={d}; "
-        f"total variance {total_variance:.6g}):"
-    )
-    progress.plain(_format_table(rows))
-    progress.plain()
-
-    # (f) files, all inside outdir
-    csv_path = os.path.join(outdir, "reconstruction_error.csv")
-    md_path = os.path.join(outdir, "reconstruction_error.md")
-    _write_csv(csv_path, rows)
-    _write_markdown(md_path, rows, total_variance, caption)
-    progress.say(f"wrote {csv_path}")
-    progress.say(f"wrote {md_path}")
-
-    eigen_check = float(np.max(np.abs(pca_errors - eigen_tails) / np.maximum(eigen_tails, 1e-300)))
-    training = np.asarray(model.residual_variance_, dtype=float)
-    ppa_check = float(np.max(np.abs(ppa_errors - training) / np.maximum(np.abs(training), 1e-300)))
-    return {
-        "command": "demo",
-        "argv": getattr(args, "argv", None),
-        "parameters": {
-            "n_samples": n,
-            "n_features": d,
-            "seed": seed,
-            "workers": args.workers,
-            "threads_per_worker": 1,
-            "chunk_rows": chunk_rows,
-            "output": outdir,
-        },
-        "data": {
-            "path": data_path,
-            "reused": reused,
-            "kind": "curved",
-            "noise": DEMO_NOISE,
-            "chunk_rows": chunk_rows,
-            "nbytes": int(8 * n * d),
-        },
-        "cluster": {"workers": args.workers, "threads_per_worker": 1, "dashboard": dashboard},
-        "model": {
-            "estimator": f"PPA(degree=range(1, 6), cv={DEMO_CV}, random_state={seed})",
-            "degrees": degrees,
-            "cv_scores": None
-            if model.cv_scores_ is None
-            else np.asarray(model.cv_scores_).tolist(),
-            "n_passes": int(model.n_passes_),
-            "residual_cache": model.residual_cache_,
-            "explained_variance": np.asarray(model.explained_variance_).tolist(),
-        },
-        "reconstruction_error": {
-            "k": ks,
-            "pca_mse": [r[1] for r in rows],
-            "ppa_mse": [r[2] for r in rows],
-            "ppa_over_pca_percent": [r[3] for r in rows],
-            "total_variance": total_variance,
-            "pca_method": pca_method,
-            "pca_vs_discarded_eigenvalues_max_rel_diff": eigen_check,
-            "ppa_vs_fit_residual_variance_max_rel_diff": ppa_check,
-        },
-        "versions": _versions(),
-    }
-
-
-def _write_demo_summary(outdir, summary, progress):
-    """Write ``summary.json`` with the stage times so far (``total_s``: the run until now);
-    through a temporary file, since it is written twice per run."""
-    times = dict(progress.times, total_s=progress.total())
-    summary["times_s"] = {k: round(v, 3) for k, v in times.items()}
-    json_path = os.path.join(outdir, "summary.json")
-    partial = json_path + ".partial"
-    with open(partial, "w") as f:
-        json.dump(summary, f, indent=2)
-        f.write("\n")
-    os.replace(partial, json_path)
-    return json_path
-
-
-def _cube_demo_size(args):
-    return (
-        f"{args.bands} bands x {args.pixels} x {args.pixels} pixels (make_cube, seed={args.seed})"
-    )
-
-
-def _cube_demo_record(cube_dir, args, complete):
-    """The ``cube`` entry of the demo's summary.json: where the cube part's outputs are."""
-    record = {
-        "path": cube_dir,
-        "complete": complete,
-        "bands": args.bands,
-        "pixels": args.pixels,
-        "seed": args.seed,
-        "pipeline_summary": os.path.join(cube_dir, "summary.json"),
-    }
-    record.update(
-        {name: os.path.join(cube_dir, relative) for name, relative in CUBE_DEMO_OUTPUTS.items()}
-    )
-    return record
-
-
-def _checked_cube_demo_config(args):
-    """The cube part's pipeline configuration, after checking ``--bands`` and ``--pixels``."""
-    if args.bands < CUBE_DEMO_MIN_BANDS:
-        raise CommandError(f"--bands must be >= {CUBE_DEMO_MIN_BANDS}, got {args.bands}")
-    if args.pixels < CUBE_DEMO_MIN_PIXELS:
-        raise CommandError(
-            f"--pixels must be >= {CUBE_DEMO_MIN_PIXELS} (enough cloud-free "
-            f"pixels for the cross-validated fit), got {args.pixels}"
-        )
-    return cube_demo_config(args.seed, args.bands, args.pixels)
-
-
-def _run_cube_pipeline(config, run_dir, stream, progress):
-    """Run the cube pipeline in ``run_dir`` on the current cluster (resuming complete stages);
-    its log lines count time from the demo's start."""
-    return Run(config, output=run_dir, stream=stream, clock=progress.start).execute()
-
-
-def _say_cube_outputs(progress, run_dir):
-    for name in ("reconstruction_error_md", "components_png", "components_zarr"):
-        progress.say(f"cube part: see {os.path.join(run_dir, CUBE_DEMO_OUTPUTS[name])}")
-
-
-def cube_demo_config(seed=0, bands=CUBE_DEMO_BANDS, pixels=CUBE_DEMO_PIXELS):
-    """The pipeline configuration of the demo's cube part (pipelines/demo.yaml holds the same
-    with the default sizes)."""
-    return validate_pipeline(
-        {
-            "name": "demo-cube",
-            "description": "PPA of a synthetic hyperspectral cube read from Zarr with xarray",
-            "output": CUBE_DEMO_OUTPUT,
-            "seed": seed,
-            "data": {
-                "source": "make_cube",
-                "variable": "reflectance",
-                "feature_dim": "band",
-                "params": {
-                    "n_bands": bands,
-                    "ny": pixels,
-                    "nx": pixels,
-                    "chunks": {"y": min(CUBE_DEMO_CHUNK_Y, pixels)},
-                },
-            },
-            "preprocess": {"scale": "minmax", "mask": {"nonfinite": "drop"}},
-            "model": {"degree": list(DEMO_DEGREES), "cv": DEMO_CV},
-            "transform": {"components": None},
-            "evaluate": {"pca": True},
-            "plots": {"components": 3},
-        },
-        where="demo --cube",
-    )
-
-
-def run_cube_demo(args, stream=None):
-    """``demo --cube``: only the cube part, with ``--output`` itself as its run folder, on its
-    own cluster session; returns the exit code."""
-    stream = sys.stdout if stream is None else stream
-    config = _checked_cube_demo_config(args)
-    outdir = os.path.abspath(args.output or CUBE_DEMO_OUTPUT)
-    if os.path.lexists(outdir) and not os.path.isdir(outdir):
-        raise CommandError(f"--output {args.output!r} exists and is not a directory")
-    progress = _Progress(stream)
-    progress.say(f"ppa-dask demo --cube: {_cube_demo_size(args)}, output={outdir}")
-    scratch = os.path.join(outdir, ".dask-scratch")
-    scratch_existed = os.path.lexists(scratch)
-    try:
-        with _session(args, progress, local_directory=scratch):
-            _run_cube_pipeline(config, outdir, stream, progress)
-    finally:
-        if not scratch_existed:
-            shutil.rmtree(scratch, ignore_errors=True)
-    _say_cube_outputs(progress, outdir)
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -721,54 +240,6 @@ def _add_cluster_options(p, workers=True):
         metavar="FILE.html",
         help="write distributed's performance report of the run to FILE.html",
     )
-
-
-@contextlib.contextmanager
-def _session(args, progress, local_directory=None, cluster_file=None):
-    """Open the cluster the options ask for, print its dashboard, record a performance report."""
-    cluster = getattr(args, "cluster", None) or cluster_file
-    scheduler = getattr(args, "scheduler", None)
-    report = getattr(args, "performance_report", None)
-    if cluster is not None and scheduler is not None:
-        raise CommandError("give either --cluster or --scheduler, not both")
-    if report is not None:
-        parent = os.path.dirname(os.path.abspath(report))
-        if not os.path.isdir(parent):
-            raise CommandError(f"--performance-report: folder {parent!r} does not exist")
-        if scheduler in ("threads", "synchronous", "sync", "single-threaded"):
-            raise CommandError(
-                f"--performance-report needs a distributed scheduler, not --scheduler {scheduler}"
-            )
-    what = (
-        f"cluster from {cluster}"
-        if cluster
-        else f"scheduler {scheduler}"
-        if scheduler
-        else f"local cluster ({args.workers} worker process(es), 1 thread each)"
-    )
-    progress.say(f"connecting: {what}")
-    with open_client(
-        cluster=cluster,
-        scheduler=scheduler,
-        n_workers=getattr(args, "workers", 2),
-        memory_limit=getattr(args, "memory_limit", "auto"),
-        local_directory=local_directory,
-    ) as client:
-        if client is None:
-            progress.say(f"computing in this process (dask scheduler {scheduler!r}); no dashboard")
-            yield None
-            return
-        n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
-        progress.say(f"scheduler {client.scheduler.address}, {n} worker(s)")
-        progress.say(f"dashboard: {dashboard_link(client) or '(not available)'}")
-        if report is None:
-            yield client
-        else:
-            from distributed import performance_report
-
-            with performance_report(filename=report):
-                yield client
-            progress.say(f"performance report: {os.path.abspath(report)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -821,9 +292,9 @@ def run_run(args, stream=None):
         print(yaml.safe_dump(config, sort_keys=False), end="", file=stream)
         print(f"{args.pipeline}: valid", file=stream)
         return 0
-    progress = _Progress(stream)
+    progress = Reporter(stream)
     progress.say(f"ppa-dask run {args.pipeline}")
-    with _session(args, progress, cluster_file=cluster_file):
+    with command_session(args, progress, cluster_file=cluster_file):
         root = Run(
             config, output=args.output, stream=stream, force=args.force, clock=progress.start
         ).execute()
@@ -966,10 +437,10 @@ def run_fit(args, stream=None):
         random_state=args.seed,
         residual_cache=args.residual_cache,
     )
-    progress = _Progress(stream)
+    progress = Reporter(stream)
     shape = dict(X.sizes) if args.feature_dim else f"{X.shape[0]:,} x {X.shape[1]}"
     progress.say(f"ppa-dask fit {args.input} ({shape}) -> {args.model}")
-    with _session(args, progress):
+    with command_session(args, progress):
         with progress.stage("fit_s", f"fitting {model!r}"):
             kwargs = (
                 {"feature_dim": args.feature_dim, "nan_policy": args.nan_policy}
@@ -1048,10 +519,10 @@ def _apply(args, stream, what):
 
     _check_new_output(args.output, args.overwrite, "OUTPUT")
     model = _load_model_file(args.model)
-    progress = _Progress(stream)
+    progress = Reporter(stream)
     progress.say(f"ppa-dask {what} {args.input} with {args.model} -> {args.output}")
     cube_dim = _layout_dim(model)
-    with _session(args, progress):
+    with command_session(args, progress):
         with progress.stage(f"{what}_s", f"{what}: computing and writing"):
             if cube_dim is None:
                 X = store.open_input(args.input, variable=args.variable)

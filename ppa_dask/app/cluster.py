@@ -38,6 +38,7 @@ import numbers
 import os
 
 from ppa_dask.utils.blas import BLAS_THREAD_VARIABLES
+from ppa_dask.utils.progress import bar_line, step_progress
 
 __all__ = [
     "local_client",
@@ -50,6 +51,7 @@ __all__ = [
     "validate_daskcluster",
     "step_reporter",
     "compute_with_progress",
+    "command_session",
 ]
 
 #: Loggers quietened while the cluster runs (the scheduler, nanny and worker chatter).
@@ -766,6 +768,92 @@ def validate_daskcluster(spec, schema=None, where="DaskCluster"):
 
 
 # ---------------------------------------------------------------------------------------------
+# the session of a command
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def command_session(args, progress, local_directory=None, cluster_file=None):
+    """The Client a command's options ask for: open it, report its dashboard, record a
+    performance report.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The command's options ``cluster``, ``scheduler``, ``workers``, ``memory_limit`` and
+        ``performance_report`` (absent ones take their defaults).
+    progress : ppa_dask.utils.progress.Reporter
+        Where the connection, scheduler and dashboard lines go.
+    local_directory : str, optional
+        Scratch folder of a local cluster's workers.
+    cluster_file : str, optional
+        A cluster file used when ``args.cluster`` is not given (a pipeline's ``cluster``).
+
+    Yields
+    ------
+    distributed.Client or None
+        None for ``--scheduler threads`` (or ``synchronous``): computed in this process.
+
+    Raises
+    ------
+    ValueError
+        For contradicting options or a performance report that cannot be written.
+
+    Examples
+    --------
+    >>> import argparse, io
+    >>> from ppa_dask.utils.progress import Reporter
+    >>> options = argparse.Namespace(scheduler="threads")
+    >>> with command_session(options, Reporter(io.StringIO())) as client:
+    ...     client is None
+    True
+    """
+    cluster = getattr(args, "cluster", None) or cluster_file
+    scheduler = getattr(args, "scheduler", None)
+    report = getattr(args, "performance_report", None)
+    if cluster is not None and scheduler is not None:
+        raise ValueError("give either --cluster or --scheduler, not both")
+    if report is not None:
+        parent = os.path.dirname(os.path.abspath(report))
+        if not os.path.isdir(parent):
+            raise ValueError(f"--performance-report: folder {parent!r} does not exist")
+        if scheduler in ("threads", "synchronous", "sync", "single-threaded"):
+            raise ValueError(
+                f"--performance-report needs a distributed scheduler, not --scheduler {scheduler}"
+            )
+    what = (
+        f"cluster from {cluster}"
+        if cluster
+        else f"scheduler {scheduler}"
+        if scheduler
+        else f"local cluster ({getattr(args, 'workers', 2)} worker process(es), 1 thread each)"
+    )
+    progress.say(f"connecting: {what}")
+    with open_client(
+        cluster=cluster,
+        scheduler=scheduler,
+        n_workers=getattr(args, "workers", 2),
+        memory_limit=getattr(args, "memory_limit", "auto"),
+        local_directory=local_directory,
+    ) as client:
+        if client is None:
+            progress.say(f"computing in this process (dask scheduler {scheduler!r}); no dashboard")
+            yield None
+            return
+        n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        progress.say(f"scheduler {client.scheduler.address}, {n} worker(s)")
+        progress.say(f"dashboard: {dashboard_link(client) or '(not available)'}")
+        if report is None:
+            yield client
+        else:
+            from distributed import performance_report
+
+            with performance_report(filename=report):
+                yield client
+            progress.say(f"performance report: {os.path.abspath(report)}")
+
+
+# ---------------------------------------------------------------------------------------------
 # progress
 # ---------------------------------------------------------------------------------------------
 
@@ -783,20 +871,7 @@ def step_reporter(stream, label="fit", width=20):
     >>> out.getvalue().splitlines()[-1].split("]")[0]
     '  fit [####################'
     """
-    import time
-
-    start = time.perf_counter()
-
-    def report(p, k):
-        filled = int(round(width * p / k)) if k else width
-        elapsed = time.perf_counter() - start
-        print(
-            f"  {label} [{'#' * filled:<{width}}] step {p} of {k} ({elapsed:.1f} s)",
-            file=stream,
-            flush=True,
-        )
-
-    return report
+    return step_progress(stream, label=label, width=width)
 
 
 def compute_with_progress(*collections, label="compute", stream=None):
@@ -846,10 +921,7 @@ def _fanout_bar_class():
         def _draw_bar(self, remaining, all, **kwargs):
             frac = (1 - remaining / all) if all else 1.0
             quarter = int(4 * frac)
-            line = (
-                f"  {self._label} [{'#' * int(20 * frac):<20}] {all - remaining} of {all} "
-                f"tasks ({self.elapsed:.1f} s)"
-            )
+            line = bar_line(self._label, all - remaining, all, self.elapsed)
             if self._tty:
                 self._stream.write("\r" + line)
                 self._stream.flush()

@@ -4,7 +4,7 @@ Each function named ``*_task`` takes one ``spec`` dict (plain numbers, strings a
 returns a dict of numbers and small arrays; it is a module-level function so a Dask worker can
 import and run it, and its result depends on ``spec`` only (every random choice comes from
 ``spec["seed"]``). The command-line pipelines under ``pipelines/`` build the specs, fan them
-out over a cluster (:func:`ppa_dask._fanout.run_tasks`), and turn the results into tables and
+out over a cluster (:func:`ppa_dask.utils.fanout.run_tasks`), and turn the results into tables and
 figures. Seeds are derived by :func:`task_seed` from the run's base seed and the task's own
 keys (data set name, repetition number, ...), never from its position in a queue, so the
 results do not depend on the number of workers or on which other tasks run.
@@ -29,15 +29,17 @@ from __future__ import annotations
 
 import functools
 import time
-import zlib
 
 import numpy as np
 
+from ppa_dask.app.baseline import pca_model_errors
 from ppa_dask.datasets import load_paper_dataset, make_helix, make_parabolas
 from ppa_dask.geometry.frenet import frenet_serret
 from ppa_dask.geometry.neighbors import make_mahalanobis_knn, make_ppa_knn
 from ppa_dask.information.entropy import multi_information_reduction
 from ppa_dask.ppa.estimator import PPA
+from ppa_dask.utils.params import Integer, check_param
+from ppa_dask.utils.seeds import child_seed
 
 __all__ = [
     "METHODS",
@@ -71,7 +73,8 @@ def task_seed(base_seed, *keys):
     """A 32-bit seed for one task, from the run's base seed and the task's keys.
 
     ``keys`` are ints or strings (strings enter through their CRC-32), so a repetition's seed
-    does not change when other data sets or repetitions are added or removed.
+    does not change when other data sets or repetitions are added or removed. This is
+    :func:`ppa_dask.utils.seeds.child_seed` ``(base_seed, *keys)`` with ``base_seed`` checked.
 
     Parameters
     ----------
@@ -89,21 +92,9 @@ def task_seed(base_seed, *keys):
     >>> task_seed(0, "sat", 3) == task_seed(0, "sat", 3) != task_seed(0, "sat", 4)
     True
     """
-    if (
-        isinstance(base_seed, bool)
-        or not isinstance(base_seed, (int, np.integer))
-        or base_seed < 0
-    ):
-        raise ValueError(f"base_seed must be an int >= 0, got {base_seed!r}")
-    words = [int(base_seed)]
-    for key in keys:
-        if isinstance(key, str):
-            words.append(zlib.crc32(key.encode("utf-8")))
-        elif isinstance(key, (int, np.integer)) and not isinstance(key, bool) and key >= 0:
-            words.append(int(key))
-        else:
-            raise ValueError(f"task keys must be strings or ints >= 0, got {key!r}")
-    return int(np.random.SeedSequence(words).generate_state(1, np.uint32)[0])
+    base_seed = check_param("base_seed", base_seed, Integer(0))
+    # the package's one key derivation (strings by CRC-32, the first 32-bit state word)
+    return child_seed(base_seed, *keys, name="task keys")
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,8 +206,8 @@ def reconstruction_mse(model, X):
     """Mean squared reconstruction error of ``X`` with ``k = 0 .. d - 1`` components.
 
     For a PPA model this is ``model.reconstruction_errors(X)``; for a full scikit-learn PCA the
-    error of keeping the first ``k`` principal components, the sum of the mean squared
-    coordinates on the remaining ones (computed here, independently of PPA).
+    error of keeping the first ``k`` principal components, by the PCA baseline
+    (:func:`ppa_dask.app.baseline.pca_model_errors`, independent of PPA).
 
     Returns
     -------
@@ -236,12 +227,7 @@ def reconstruction_mse(model, X):
     """
     if hasattr(model, "reconstruction_errors"):
         return np.asarray(model.reconstruction_errors(X), dtype=np.float64)
-    Z = (X - model.mean_) @ model.components_.T
-    if Z.shape[1] != X.shape[1]:
-        raise ValueError("reconstruction_mse needs a PCA with all components (n_components=d)")
-    per_component = (Z**2).mean(axis=0)
-    # error with k components: the variance left on components k+1..d
-    return np.cumsum(per_component[::-1])[::-1].copy()
+    return pca_model_errors(model, X)
 
 
 # --------------------------------------------------------------------------------------------
@@ -510,9 +496,9 @@ def metric_knn_task(spec):
     """Test accuracy of Euclidean, Mahalanobis and PPA-metric k-NN on one parabola draw.
 
     ``n_train`` training and ``n_test`` test points come from
-    :func:`ppa_dask.neighbors.make_parabolas` (balanced classes). The Mahalanobis classifier is
-    :func:`ppa_dask.neighbors.make_mahalanobis_knn` (whitened PCA), the PPA one
-    :func:`ppa_dask.neighbors.make_ppa_knn` (whitened PPA of degree ``spec["degree"]``, fitted
+    :func:`ppa_dask.datasets.make_parabolas` (balanced classes). The Mahalanobis classifier is
+    :func:`ppa_dask.geometry.make_mahalanobis_knn` (whitened PCA), the PPA one
+    :func:`ppa_dask.geometry.make_ppa_knn` (whitened PPA of degree ``spec["degree"]``, fitted
     unsupervised on the training points); each transform is fitted once and the k-NN step is
     refitted for every ``k`` in ``ks`` (``k > n_train`` gives NaN).
 

@@ -43,7 +43,11 @@ Data sources (``data.source``):
   written to the run folder; ``variable`` (default ``reflectance``) along ``feature_dim``
   (default ``band``).
 * ``generated`` -- ``ppa_dask.datasets`` generators (``kind``: ``curved`` or ``helix``,
-  ``n_samples``, ``n_features``, ``params``), written to Zarr in the run folder.
+  ``n_samples``, ``n_features``, ``params``), written to Zarr in the run folder. With ``path``
+  (a local folder) the samples are generated chunk by chunk on the cluster
+  (``ppa_dask.datasets.write_zarr``, ``chunk_rows`` rows per chunk, never all in this process)
+  into that Zarr array, which a later run reuses when its recorded generator, seed, sizes,
+  parameters and chunk rows match (and rewrites otherwise). The values are the same either way.
 
 Cubes are fitted through the xarray adapter (``PPA().fit(cube, feature_dim=...)``): masked
 pixels are left out and come back NaN in the component images; tables are fitted on the valid
@@ -84,10 +88,13 @@ import time
 import numpy as np
 
 from ppa_dask import datasets, store
+from ppa_dask.app.baseline import pca_reconstruction_errors
 from ppa_dask.app.cluster import compute_with_progress, step_reporter
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
-from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask.utils.params import AnyOf, Integer, Options, is_int
+from ppa_dask.utils.progress import Reporter
+from ppa_dask.utils.seeds import child_seed
 from ppa_dask.utils.version import VERSION
 
 __all__ = [
@@ -125,11 +132,6 @@ STAGE_INPUTS = {
     "evaluate": ("preprocess", "fit"),
     "plots": ("preprocess", "transform", "evaluate"),
 }
-#: The evaluation loads the samples into memory (and compares with scikit-learn's PCA) when they
-#: take at most this many bytes; otherwise PCA comes from the covariance computed with Dask.
-PCA_IN_MEMORY_BYTES = 256 * 2**20
-#: Rows per block when computing PCA reconstruction errors in memory.
-PCA_ERROR_BLOCK_ROWS = 131072
 #: Rows per chunk of the tables written by the pipeline (samples x features).
 DEFAULT_CHUNK_ROWS = 65536
 
@@ -156,34 +158,30 @@ class _Field:
         self.expected, self.check, self.default = expected, check, default
 
 
-def _is_int(v):
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+def _leaf_field(constraint, text, default):
+    """A field checked by a constraint of :mod:`ppa_dask.utils.params` (the package's one
+    vocabulary of parameter checks), described in the config file's own words (``null``)."""
+
+    def check(v):
+        if not constraint.accepts(v):
+            raise _Bad(text)
+        return constraint.convert(v)
+
+    return _Field(text, check, default)
 
 
 def _int_field(minimum=None, default=_REQUIRED, none=False):
     text = "an integer" + (f" >= {minimum}" if minimum is not None else "")
+    constraint = Integer(minimum)
     if none:
         text += " or null"
-
-    def check(v):
-        if v is None and none:
-            return None
-        if not _is_int(v) or (minimum is not None and v < minimum):
-            raise _Bad(text)
-        return int(v)
-
-    return _Field(text, check, default)
+        constraint = AnyOf(None, constraint)
+    return _leaf_field(constraint, text, default)
 
 
 def _choice_field(options, default=_REQUIRED):
     text = "one of " + ", ".join(repr(o) for o in options)
-
-    def check(v):
-        if v not in options:
-            raise _Bad(text)
-        return v
-
-    return _Field(text, check, default)
+    return _leaf_field(Options(*options), text, default)
 
 
 def _bool_field(default):
@@ -210,9 +208,9 @@ def _str_field(default=_REQUIRED, none=False, pattern=None, what="a string"):
 
 def _degree_check(v):
     text = "an integer >= 1 or a non-empty list of integers >= 1"
-    if _is_int(v) and v >= 1:
+    if is_int(v) and v >= 1:
         return int(v)
-    if isinstance(v, list) and v and all(_is_int(g) and g >= 1 for g in v):
+    if isinstance(v, list) and v and all(is_int(g) and g >= 1 for g in v):
         return sorted({int(g) for g in v})
     raise _Bad(text)
 
@@ -277,6 +275,7 @@ _DATA_BY_SOURCE = {
         "n_samples": _int_field(1),
         "n_features": _int_field(2),
         "params": _Field("a mapping of generator parameters", _mapping_check, default={}),
+        "path": _str_field(default=None, none=True, what="a local Zarr path (string)"),
     },
 }
 _SECTIONS = {
@@ -321,7 +320,7 @@ _TOP = {
         f"{FORMAT_VERSION} (the pipeline format version)",
         lambda v: (
             v
-            if v == FORMAT_VERSION and _is_int(v)
+            if v == FORMAT_VERSION and is_int(v)
             else _raise(f"{FORMAT_VERSION} (the pipeline format version)")
         ),
         default=FORMAT_VERSION,
@@ -423,6 +422,10 @@ def _check_data(raw, errors):
             errors.append(f"data.path: no such file or folder {path!r}")
     if source == "make_cube" and "params" in data:
         _check_params_against("make_cube", data["params"], "data.params", errors)
+    if source == "generated" and isinstance(data.get("path"), str) and _is_url(data["path"]):
+        errors.append(
+            f"data.path: expected a local folder for the generated data set, got {data['path']!r}"
+        )
     if source == "generated" and "params" in data:
         for key, instead in (
             ("n_samples", "data.n_samples"),
@@ -607,88 +610,8 @@ def _write_json_atomic(path, obj):
 
 
 # ---------------------------------------------------------------------------------------------
-# PCA and PPA reconstruction errors
+# reconstruction-error tables (the PCA baseline is ppa_dask.app.baseline)
 # ---------------------------------------------------------------------------------------------
-
-
-def pca_reconstruction_errors(X, in_memory_bytes=PCA_IN_MEMORY_BYTES, X_eval=None):
-    """PCA's reconstruction MSE for k = 0..d-1 components, fitted on ``X``.
-
-    In memory (``X`` a numpy array or small enough): scikit-learn's
-    ``PCA(svd_solver="covariance_eigh")`` with all components; for each k the reconstruction is
-    ``inverse_transform`` of ``transform`` with components k+1..d zeroed, which is what a PCA
-    fitted with ``n_components=k`` returns. Otherwise from the covariance computed with Dask:
-    with eigenvectors ``v_i`` of the training covariance and ``S`` the second moment of the
-    evaluated samples about the training mean, ``MSE_k = tr S - sum_{i<=k} v_i' S v_i`` (on the
-    training data itself, the sum of the discarded eigenvalues).
-
-    Parameters
-    ----------
-    X : ndarray or dask.array.Array of shape (n, d)
-        Training samples.
-    in_memory_bytes : int
-        Largest ``X`` (float64 bytes) loaded into memory for scikit-learn.
-    X_eval : array of shape (m, d), optional
-        Samples on which the error is measured (default: ``X``, the training error).
-
-    Returns
-    -------
-    errors : ndarray of shape (d,)
-    eigen_tails : ndarray of shape (d,)
-        Sums of the discarded training eigenvalues (equal to ``errors`` on the training data).
-    method : str
-    """
-    n, d = X.shape
-    same = X_eval is None
-    small = 8.0 * n * d <= in_memory_bytes and (
-        same or 8.0 * X_eval.shape[0] * d <= in_memory_bytes
-    )
-    if isinstance(X, np.ndarray) or small:
-        from sklearn.decomposition import PCA
-
-        X = np.asarray(X, dtype=np.float64)
-        E = X if same else np.asarray(X_eval, dtype=np.float64)
-        sums = np.zeros(d)
-        with one_blas_thread():  # threaded BLAS is several times slower on this work
-            pca = PCA(svd_solver="covariance_eigh").fit(X)
-            for start in range(0, E.shape[0], PCA_ERROR_BLOCK_ROWS):
-                block = E[start : start + PCA_ERROR_BLOCK_ROWS]
-                Z = pca.transform(block)
-                for k in range(d):
-                    Zk = Z.copy()
-                    Zk[:, k:] = 0.0
-                    R = block - pca.inverse_transform(Zk)
-                    sums[k] += float(np.einsum("ij,ij->", R, R))
-        eigen = pca.explained_variance_ * ((n - 1) / n)
-        tails = np.array([eigen[k:].sum() for k in range(d)])
-        method = (
-            "sklearn PCA(svd_solver='covariance_eigh') fitted on all training samples in "
-            "memory; MSE_k = mean ||x - inverse_transform(transform(x) with components "
-            "k+1..d zeroed)||^2"
-        )
-        return sums / E.shape[0], tails, method
-    import dask.array as da
-
-    X = X.astype(np.float64)
-    mean = X.mean(axis=0).compute()
-    Xc = X - mean
-    scatter = da.dot(Xc.T, Xc).compute()
-    eigen, vectors = np.linalg.eigh(scatter / n)
-    eigen, vectors = np.maximum(eigen[::-1], 0.0), vectors[:, ::-1]
-    tails = np.array([eigen[k:].sum() for k in range(d)])
-    method = (
-        "data too large to load: PCA from the covariance computed with Dask (ddof=0); "
-        "MSE_k = trace of the evaluated samples' second moment about the training mean "
-        "minus its part on the k leading training eigenvectors (on the training data: "
-        "the sum of the discarded eigenvalues, identical to sklearn PCA's "
-        "inverse_transform(transform) error)"
-    )
-    if same:
-        return tails, tails, method
-    Ec = X_eval.astype(np.float64) - mean
-    S = da.dot(Ec.T, Ec).compute() / X_eval.shape[0]
-    captured = np.concatenate([[0.0], np.cumsum(np.einsum("ji,jk,ki->i", vectors, S, vectors))])
-    return np.trace(S) - captured[:d], tails, method
 
 
 def format_error_table(rows):
@@ -770,24 +693,6 @@ def _load_model(path):
 # ---------------------------------------------------------------------------------------------
 
 
-class _Log:
-    """Log lines with the elapsed wall time, to the stream and to the run's pipeline.log."""
-
-    def __init__(self, stream, logfile=None, start=None):
-        self.stream, self.logfile = stream, logfile
-        self.start = time.perf_counter() if start is None else start
-
-    def __call__(self, message):
-        line = f"[{time.perf_counter() - self.start:7.1f} s] {message}"
-        print(line, file=self.stream, flush=True)
-        if self.logfile is not None:
-            with open(self.logfile, "a") as f:
-                f.write(f"{datetime.datetime.now().isoformat(timespec='seconds')} {line}\n")
-
-    def plain(self, text=""):
-        print(text, file=self.stream, flush=True)
-
-
 class Run:
     """One execution of a validated pipeline configuration in a run folder."""
 
@@ -814,7 +719,7 @@ class Run:
         if os.path.lexists(self.root) and not os.path.isdir(self.root):
             raise PipelineError(f"output {self.root!r} exists and is not a folder")
         os.makedirs(self.root, exist_ok=True)
-        self.log = _Log(self.stream, os.path.join(self.root, "pipeline.log"), self.clock)
+        self.log = Reporter(self.stream, os.path.join(self.root, "pipeline.log"), self.clock)
         t_start = time.perf_counter()
         self.log(f"pipeline {self.config['name']!r}: run folder {self.root}")
         _write_yaml(os.path.join(self.root, "pipeline.yaml"), self.config)
@@ -954,6 +859,8 @@ class Run:
             return "cube", cube, info["feature_dim"]
         if data["source"] == "zarr":
             X = store.open_input(data["path"], variable=data["variable"])
+        elif data["source"] == "generated" and data["path"] is not None:
+            X = store.open_input(os.path.abspath(data["path"]))
         else:
             X = _open_table(self.path("load", "data.zarr"))
         return "table", X, info.get("feature_names")
@@ -1024,6 +931,8 @@ class Run:
             }
         import dask.array as da
 
+        if source == "generated" and data["path"] is not None:
+            return self._load_generated_zarr(data, seed)
         if source == "dataset":
             X, _ = getattr(datasets, f"load_{data['name']}")(return_X_y=True)
             X = np.asarray(X, dtype=np.float64)
@@ -1051,6 +960,50 @@ class Run:
         )
         self.log(f"  data: {what}, {X.shape[0]:,} x {X.shape[1]}, written to {out}")
         return ["data.zarr"], {"layout": "table", "shape": list(X.shape), "feature_names": names}
+
+    def _load_generated_zarr(self, data, seed):
+        """The ``generated`` source with a ``path``: written there by ``datasets.write_zarr``
+        on the cluster, or reused when the array already there holds the same samples."""
+        path = os.path.abspath(data["path"])
+        n, d = data["n_samples"], data["n_features"]
+        rows = min(data["chunk_rows"], n)
+        expected = {
+            "kind": data["kind"],
+            "n_samples": n,
+            "n_features": d,
+            "random_state": seed,
+            "dtype": "float64",
+            "params": data["params"],
+        }
+        why = _why_not_reusable(path, expected, (n, d), rows)
+        if why is None:
+            self.log(f"  data: reusing {path} (same parameters)")
+        else:
+            note = "" if why == "absent" else f" (existing store: {why}; rewriting)"
+            self.log(f"  data: writing {n:,} x {d} {data['kind']} samples to {path}{note}")
+            datasets.write_zarr(
+                path,
+                n,
+                n_features=d,
+                kind=data["kind"],
+                chunk_rows=rows,
+                random_state=seed,
+                overwrite=os.path.lexists(path),
+                **data["params"],
+            )
+        _write_json_atomic(
+            self.path("load", "source.json"),
+            {"path": path, "reused": why is None, "shape": [n, d], "chunk_rows": rows},
+        )
+        # the array is an output of this stage although it lies outside the stage folder (an
+        # absolute name): a rerun redoes the stage if it was removed or changed
+        return ["source.json", path], {
+            "layout": "table",
+            "shape": [n, d],
+            "feature_names": None,
+            "path": path,
+            "reused": why is None,
+        }
 
     def _run_preprocess(self):
         layout, data, extra = self._loaded()
@@ -1294,7 +1247,7 @@ class Run:
                 "total_variance": float(ppa_errors[0]),
             }
             if self.config["evaluate"]["pca"]:
-                pca_errors, _, method = pca_reconstruction_errors(
+                pca_errors, tails, method = pca_reconstruction_errors(
                     X, X_eval=None if label == "train" else data
                 )
                 rows = error_rows(pca_errors, ppa_errors, ks)
@@ -1318,6 +1271,10 @@ class Run:
                     pca_mse=[r[1] for r in rows],
                     ppa_over_pca_percent=[r[3] for r in rows],
                     pca_method=method,
+                    # sums of the discarded training eigenvalues, k = 0..d-1: a check of the
+                    # training errors (equal up to rounding)
+                    pca_discarded_eigenvalues=[float(t) for t in tails],
+                    pca_total_variance=float(pca_errors[0]),
                 )
                 self.log.plain()
                 self.log.plain(
@@ -1395,7 +1352,9 @@ class Run:
                 fig, ax = plt.subplots(figsize=(4.5, 4))
                 if sample.shape[1] >= 2:
                     c = sample[:, 2] if sample.shape[1] > 2 else None
-                    ax.scatter(sample[:, 0], sample[:, 1], s=2, c=c, cmap="viridis")
+                    ax.scatter(
+                        sample[:, 0], sample[:, 1], s=2, c=c, cmap=None if c is None else "viridis"
+                    )
                     ax.set_xlabel("component 1")
                     ax.set_ylabel("component 2")
                 else:
@@ -1407,6 +1366,35 @@ class Run:
             plt.close(fig)
             outputs.append("components.png")
         return outputs, {"files": outputs}
+
+
+def _why_not_reusable(path, expected, shape, chunk_rows):
+    """Why the generated Zarr array at ``path`` cannot be reused (a string), or None if it
+    can: its ``ppa_dask.datasets`` record (``datasets.write_zarr``'s attributes) must match
+    ``expected`` (``params`` key by key), and its shape and chunk rows must be these."""
+    import zarr
+
+    if not os.path.lexists(path):
+        return "absent"
+    try:
+        z = zarr.open_array(path, mode="r")
+        record = dict(z.attrs.get("ppa_dask.datasets") or {})
+        stored_shape, stored_rows = tuple(z.shape), int(z.chunks[0])
+    except Exception as exc:  # not a readable Zarr array: write_zarr decides what to do
+        return f"unreadable ({type(exc).__name__})"
+    for key, value in expected.items():
+        if key == "params":
+            stored = record.get("params") or {}
+            for name, v in value.items():
+                if stored.get(name) != v:
+                    return f"params.{name} is {stored.get(name)!r}, not {v!r}"
+        elif record.get(key) != value:
+            return f"{key} is {record.get(key)!r}, not {value!r}"
+    if stored_shape != shape:
+        return f"shape is {stored_shape}, not {shape}"
+    if stored_rows != chunk_rows:
+        return f"chunk rows are {stored_rows}, not {chunk_rows}"
+    return None
 
 
 def _first_false(mask, count):
@@ -1423,7 +1411,7 @@ def _first_false(mask, count):
 
 def _split_seed(seed):
     """Seed of the train/test split, distinct from the seeds of the data and of the folds."""
-    return int(np.random.SeedSequence([seed, 0x5A17]).generate_state(1)[0])
+    return child_seed(seed, 0x5A17)
 
 
 def _held_out_rows(index, seed, fraction):
