@@ -1,0 +1,217 @@
+"""The layout is the architecture: checks that read the package's source, not its behaviour.
+
+The layering itself (application above the concept packages, those above the engine, the
+engine above I/O, the shared leaf at the bottom, no cycles) is import-linter's contract in
+pyproject.toml, run by .ci/run; these tests hold the rules import-linter cannot express.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pathlib
+import re
+
+import pytest
+
+import ppa_dask
+
+PACKAGE = pathlib.Path(ppa_dask.__file__).parent
+ROOT = PACKAGE.parent
+MODULES = sorted(PACKAGE.rglob("*.py"))
+# private names of the standard library's namedtuple API, which are public despite the underscore
+NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make"}
+
+
+def _module_name(path):
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _tree(path):
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def _ppa_dask_imports(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (
+            node.level or (node.module or "").startswith("ppa_dask")
+        ):
+            yield node
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("ppa_dask"):
+                    yield node
+
+
+def _private_uses(tree):
+    """``from x import _name`` of the package, and ``obj._name`` on anything but self/cls."""
+    found = []
+    for node in _ppa_dask_imports(tree):
+        if isinstance(node, ast.ImportFrom):
+            found += [
+                f"line {node.lineno}: imports {node.module}.{a.name}"
+                for a in node.names
+                if a.name.startswith("_") and a.name != "__version__"
+            ]
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")):
+            continue
+        if node.attr.startswith("__") or node.attr in NAMEDTUPLE_API:
+            continue
+        base = node.value
+        if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+            continue
+        if isinstance(base, ast.Call) and getattr(base.func, "id", None) == "super":
+            continue
+        found.append(f"line {node.lineno}: uses {ast.unparse(node)}")
+    return found
+
+
+def _function_local_imports(tree):
+    found = []
+
+    class Visitor(ast.NodeVisitor):
+        depth = 0
+
+        def visit_FunctionDef(self, node):
+            self.depth += 1
+            self.generic_visit(node)
+            self.depth -= 1
+
+        visit_AsyncFunctionDef = visit_FunctionDef
+
+        def visit_ImportFrom(self, node):
+            if self.depth and (node.level or (node.module or "").startswith("ppa_dask")):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+
+        def visit_Import(self, node):
+            if self.depth and any(a.name.startswith("ppa_dask") for a in node.names):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+
+    Visitor().visit(tree)
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_module_name)
+def test_no_module_uses_another_modules_private_names(path):
+    assert _private_uses(_tree(path)) == []
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_module_name)
+def test_the_package_is_imported_at_module_level_only(path):
+    # a function-local import of the package hides a cycle or a layer violation from the
+    # import-linter contract; the layers make every import possible at module level
+    assert _function_local_imports(_tree(path)) == []
+
+
+def test_the_scanners_find_what_they_look_for():
+    # the two checks above would pass vacuously if they matched nothing: feed them violations
+    bad = ast.parse(
+        "from ppa_dask.ppa.kernels import _gram\n"
+        "def f(model):\n"
+        "    from ppa_dask import store\n"
+        "    return model._model_params(), self._ok, namedtuple_value._replace()\n"
+    )
+    assert len(_private_uses(bad)) == 2
+    assert _function_local_imports(bad) == ["line 3: from ppa_dask import store"]
+
+
+def test_the_shared_leaf_imports_nothing_else_of_the_package():
+    for path in sorted((PACKAGE / "utils").rglob("*.py")):
+        for node in _ppa_dask_imports(_tree(path)):
+            module = getattr(node, "module", None) or ""
+            assert module.startswith("ppa_dask.utils"), f"{path.name} line {node.lineno}"
+
+
+def test_every_subpackage_says_what_it_holds():
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(_tree(init))
+        assert doc and len(doc.split()) >= 12, f"{init.parent.name} has no real docstring"
+
+
+@pytest.mark.parametrize(
+    "module, names",
+    [
+        (
+            "ppa_dask",
+            [
+                "PPA",
+                "FeatureBaggingRegressor",
+                "FeatureBaggingClassifier",
+                "FeatureBaggingPPA",
+                "make_ppa_knn",
+                "__version__",
+            ],
+        ),
+        (
+            "ppa_dask.datasets",
+            [
+                "make_helix",
+                "make_curved_manifold",
+                "make_cube",
+                "write_zarr",
+                "load_paper_dataset",
+                "make_parabolas",
+                "PAPER_DATASETS",
+            ],
+        ),
+        (
+            "ppa_dask.store",
+            [
+                "save_model",
+                "load_model",
+                "model_info",
+                "ModelFileError",
+                "write_array",
+                "open_array",
+                "open_input",
+                "register_estimator",
+            ],
+        ),
+        (
+            "ppa_dask.cluster",
+            ["local_client", "dashboard_link", "open_client", "read_cluster_config"],
+        ),
+        (
+            "ppa_dask.geometry",
+            [
+                "frenet_serret",
+                "axis_derivatives",
+                "coefficient_variances",
+                "metric_from_jacobian",
+                "make_ppa_knn",
+                "make_mahalanobis_knn",
+            ],
+        ),
+        ("ppa_dask.information", ["multi_information_reduction", "marginal_entropies"]),
+        ("ppa_dask.stability", ["feature_instability", "instance_instability", "bagging_rounds"]),
+        (
+            "ppa_dask.vsk",
+            ["VariablyScaled", "PPAScaling", "make_svm_vsk", "make_krn_vsk", "condition_number"],
+        ),
+        ("ppa_dask.ensemble", ["FeatureBaggingRegressor", "FeatureBaggingPPA"]),
+        ("ppa_dask.plotting", ["principal_grids"]),
+    ],
+)
+def test_documented_import_paths_keep_working(module, names):
+    imported = importlib.import_module(module)
+    for name in names:
+        assert hasattr(imported, name), f"{module}.{name}"
+    if hasattr(imported, "__all__"):
+        assert set(names) <= set(imported.__all__) | {"__version__"}
+
+
+def test_every_file_the_code_and_docs_name_exists_in_the_repository():
+    # references such as docs/design.md or ppa_dask/datasets/data/PROVENANCE.md must resolve in
+    # a clone: nothing in the repository may point to a file outside it
+    pattern = re.compile(r"\b((?:docs|ppa_dask|pipelines|cluster|notebooks|tests)/[\w./-]+\.\w+)")
+    sources = MODULES + sorted(ROOT.glob("*.md")) + sorted((ROOT / "docs").rglob("*.md"))
+    missing = []
+    for path in sources:
+        for ref in pattern.findall(path.read_text()):
+            ref = ref.rstrip(".")
+            if "*" not in ref and not (ROOT / ref).exists():
+                missing.append(f"{path.relative_to(ROOT)} names {ref}")
+    assert missing == []
+    for path in MODULES:
+        assert "DESIGN.md" not in path.read_text(), f"{path.relative_to(ROOT)} cites DESIGN.md"
