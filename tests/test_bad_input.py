@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from ppa_dask import PPA
+from ppa_dask import PPA, FeatureBaggingPPA
 
 N_FEATURES = 4
 
@@ -610,3 +610,23 @@ def test_float32_close_to_float64_original(X):
     m64 = PPA(degree=3, random_state=0).fit(X)
     R32, R64 = m32.transform(X.astype(np.float32)), m64.transform(X)
     np.testing.assert_allclose(R32, R64, rtol=1e-5, atol=1e-5 * np.abs(R64).max())
+
+
+@pytest.mark.parametrize(
+    "fit",
+    [
+        lambda X: PPA(degree=1).fit(X),
+        lambda X: FeatureBaggingPPA(n_estimators=2, random_state=0).fit(X),
+    ],
+    ids=["PPA", "FeatureBaggingPPA"],
+)
+def test_dask_arrays_with_unknown_chunk_sizes_are_named_before_any_work(fit):
+    # unknown row chunks (a boolean filter) and unknown feature chunks (a dataframe's values)
+    # both stop the fit with the one Dask validator's message, not a TypeError deep inside
+    X = da.from_array(np.random.default_rng(0).normal(size=(40, 3)), chunks=(10, 3))
+    rows_unknown = X[X[:, 0] > -10]
+    with pytest.raises(ValueError, match=r"X has unknown chunk sizes \(shape \(nan, 3\)\)"):
+        fit(rows_unknown)
+    features_unknown = X.map_blocks(lambda b: b, chunks=((10,) * 4, (np.nan,)))
+    with pytest.raises(ValueError, match=r"unknown chunk sizes"):
+        fit(features_unknown)

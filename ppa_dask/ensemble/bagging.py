@@ -60,7 +60,7 @@ from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
 from ppa_dask.ppa.multifit import fit_members_shared_scans
 from ppa_dask.store.members import MemberStore, fingerprint
-from ppa_dask.utils.arrays import is_dask
+from ppa_dask.utils.arrays import check_dask_samples, is_dask
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import current_client
 from ppa_dask.utils.fanout import run_tasks
@@ -507,7 +507,8 @@ class _FeatureBagging(BaseEstimator):
             params["estimator"] = _describe(self._default_estimator())
         cls = type(self)
         return {
-            "ensemble": f"{cls.__module__}.{cls.__qualname__}",
+            # the class name alone: a module path would change when the code moves
+            "ensemble": cls.__name__,
             "params": params,
             "seed": int(seed),
             "data": data_key,
@@ -1072,16 +1073,9 @@ class FeatureBaggingPPA(_FeatureBagging):
         return self
 
     def _validate_dask(self, X):
-        if X.ndim != 2:
-            raise ValueError(f"Expected a 2D array for X, got a {X.ndim}D Dask array.")
-        if not (np.issubdtype(X.dtype, np.floating) or np.issubdtype(X.dtype, np.integer)):
-            raise TypeError(f"X must hold real numbers, got Dask array of dtype {X.dtype}.")
-        if any(np.isnan(c) for c in X.chunks[0]):
-            raise ValueError("X has unknown chunk sizes; call compute_chunk_sizes() first.")
-        if X.shape[1] < 2:
-            raise ValueError(f"X has {X.shape[1]} feature(s); FeatureBaggingPPA needs >= 2.")
+        X = check_dask_samples(X, "X", min_features=2, who="FeatureBaggingPPA")
         self.n_features_in_ = X.shape[1]
-        return X if X.numblocks[1] == 1 else X.rechunk({1: -1})
+        return X
 
     def _check_input(self, X):
         check_is_fitted(self)

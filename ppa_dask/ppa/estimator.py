@@ -17,7 +17,7 @@ from ppa_dask.store.encoding import register_estimator
 from ppa_dask.store.model_files import ModelFileError, load_model, save_model
 from ppa_dask.store.results import as_dask_if_zarr
 from ppa_dask.store.stacker import Stacker
-from ppa_dask.utils.arrays import is_dask, is_xarray
+from ppa_dask.utils.arrays import check_dask_samples, is_dask, is_xarray
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import compute, tree_reduce
 from ppa_dask.utils.params import PATH, AnyOf, Integer, Options, Real, check_params
@@ -262,19 +262,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return candidates, fixed, n_steps
 
     def _validate_dask(self, X, reset, name="X"):
-        if X.ndim != 2:
-            raise ValueError(f"Expected a 2D array for {name}, got a {X.ndim}D Dask array.")
-        if not (np.issubdtype(X.dtype, np.floating) or np.issubdtype(X.dtype, np.integer)):
-            raise TypeError(f"{name} must hold real numbers, got Dask array of dtype {X.dtype}.")
-        if any(np.isnan(c) for c in X.chunks[0]):
-            raise ValueError(f"{name} has unknown chunk sizes; call compute_chunk_sizes() first.")
-        if X.shape[1] < 2:
-            raise ValueError(
-                f"Found array with {X.shape[1]} feature(s) (shape={X.shape}) while a minimum of 2 "
-                "is required by PPA."
-            )
-        if X.shape[0] < 1:
-            raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}); PPA needs samples.")
+        X = check_dask_samples(X, name, min_samples=1, min_features=2, who="PPA")
         if reset:
             self.n_features_in_ = X.shape[1]
             if hasattr(self, "feature_names_in_"):
@@ -284,8 +272,6 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 f"X has {X.shape[1]} features, but PPA is expecting {self.n_features_in_} "
                 "features as input."
             )
-        if X.numblocks[1] != 1:
-            X = X.rechunk({1: -1})
         return X
 
     @staticmethod

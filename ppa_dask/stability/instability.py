@@ -68,7 +68,7 @@ from ppa_dask.ensemble.bagging import (
 )
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.multifit import fit_members_shared_scans
-from ppa_dask.utils.arrays import is_dask
+from ppa_dask.utils.arrays import check_dask_samples, is_dask
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import current_client
 from ppa_dask.utils.fanout import run_tasks
@@ -345,17 +345,13 @@ def _check_arrays(X, X_eval, estimator):
                 "with a Dask array X, pass X_eval: the in-memory rows the "
                 "reconstructions are compared at"
             )
-        if X.ndim != 2 or X.shape[1] < 2 or any(np.isnan(c) for c in X.chunks[0]):
-            raise ValueError(
-                f"X must be a 2-D Dask array of known chunks with at least 2 "
-                f"features, got shape {X.shape}"
-            )
+        X = check_dask_samples(X, "X", min_features=2, who="feature removal")
         X_eval = np.asarray(X_eval, dtype=np.float64)
         if X_eval.ndim != 2 or X_eval.shape[1] != X.shape[1]:
             raise ValueError(
                 f"X_eval must have the {X.shape[1]} columns of X, got shape {X_eval.shape}"
             )
-        return (X if X.numblocks[1] == 1 else X.rechunk({1: -1})), X_eval
+        return X, X_eval
     X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (samples x features), got shape {X.shape}")

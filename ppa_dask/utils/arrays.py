@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["is_dask", "is_xarray"]
+__all__ = ["check_dask_samples", "is_dask", "is_xarray"]
 
 
 def is_dask(X):
@@ -32,3 +32,55 @@ def is_xarray(X):
     """
     xr = sys.modules.get("xarray")
     return xr is not None and isinstance(X, (xr.DataArray, xr.Dataset))
+
+
+def check_dask_samples(X, name="X", min_samples=1, min_features=1, who="this estimator"):
+    """Validate a Dask array of samples, the Dask counterpart of scikit-learn's ``check_array``.
+
+    numpy input is validated by scikit-learn (``validate_data`` / ``check_array``); a Dask
+    array is checked here without computing anything: two dimensions, a real dtype, known chunk
+    sizes (a row count is needed before the first pass), and enough samples and features.
+    Feature chunks are merged, since every block kernel needs whole rows.
+
+    Parameters
+    ----------
+    X : dask.array.Array
+    name : str
+        The argument's name, used in the messages.
+    min_samples, min_features : int
+        The smallest shape accepted.
+    who : str
+        What needs the array (named in the messages).
+
+    Returns
+    -------
+    X : dask.array.Array
+        One chunk along the features.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> check_dask_samples(da.ones((6, 4), chunks=(3, 2))).chunks
+    ((3, 3), (4,))
+    """
+    import numpy as np
+
+    if X.ndim != 2:
+        raise ValueError(f"Expected a 2D array for {name}, got a {X.ndim}D Dask array.")
+    if not (np.issubdtype(X.dtype, np.floating) or np.issubdtype(X.dtype, np.integer)):
+        raise TypeError(f"{name} must hold real numbers, got Dask array of dtype {X.dtype}.")
+    if any(np.isnan(c) for c in X.chunks[0]) or any(np.isnan(c) for c in X.chunks[1]):
+        raise ValueError(
+            f"{name} has unknown chunk sizes (shape {X.shape}); call compute_chunk_sizes() first."
+        )
+    if X.shape[1] < min_features:
+        raise ValueError(
+            f"Found array with {X.shape[1]} feature(s) (shape={X.shape}) while a minimum of "
+            f"{min_features} is required by {who}."
+        )
+    if X.shape[0] < min_samples:
+        raise ValueError(
+            f"Found array with {X.shape[0]} sample(s) (shape={X.shape}) while a minimum of "
+            f"{min_samples} is required by {who}."
+        )
+    return X if X.numblocks[1] == 1 else X.rechunk({1: -1})
