@@ -326,6 +326,25 @@ def read_member_file(path, index, check=None):
 # -------------------------------------------------------------------------------------------
 
 
+def _identity_text(identity):
+    return json.dumps(identity, indent=1, sort_keys=True)
+
+
+def _same_text(path, identity):
+    with open(path) as f:
+        return f.read() == _identity_text(identity)
+
+
+def _current_identity(identity):
+    """A manifest in the current form: stores written before the package was laid out by
+    concept name the ensemble class by its module path (``ppa_dask.ensemble.FeatureBagging
+    Regressor``); the ensemble is now named by its class name alone, which survives moves."""
+    name = identity.get("ensemble") if isinstance(identity, dict) else None
+    if isinstance(name, str) and name.startswith("ppa_dask."):
+        identity = dict(identity, ensemble=name.rpartition(".")[2])
+    return identity
+
+
 class MemberStore:
     """The members of one ensemble fit, in a directory (see the module docstring).
 
@@ -355,7 +374,11 @@ class MemberStore:
         manifest = os.path.join(self.path, "manifest.json")
         if os.path.exists(manifest):
             with open(manifest) as f:
-                existing = json.load(f)
+                existing = _current_identity(json.load(f))
+            if existing == self.identity and not _same_text(manifest, self.identity):
+                # a store written before 0.2 names its ensemble by module path: same fit,
+                # recorded again in the current form (its member files are refitted on load)
+                write_text_atomic(manifest, _identity_text(self.identity))
             if existing != self.identity:
                 differ = sorted(
                     k
@@ -367,7 +390,7 @@ class MemberStore:
                     f"differs in {differ}); pass a new directory or empty this one."
                 )
         else:
-            write_text_atomic(manifest, json.dumps(self.identity, indent=1, sort_keys=True))
+            write_text_atomic(manifest, _identity_text(self.identity))
 
     def member_path(self, index):
         """Path of member ``index``'s file."""
