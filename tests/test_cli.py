@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 
 import pytest
 from test_cli_commands import check_cube_demo_outputs
@@ -151,6 +152,21 @@ def test_demo_cube_part(demo_run):
         "04-transform/components.zarr",
     ):
         assert str(demo_run["out"] / "cube" / relative) in tail, relative
+
+
+def test_demo_prints_its_table_once_with_the_header_it_always_had(demo_run):
+    # the table part is a pipeline now: its evaluate stage prints the training table, under the
+    # demo's header, and the demo does not print it a second time
+    printed = demo_run["printed"]
+    header = re.search(
+        r"Reconstruction error with k components \(n=20,000, d=(\d+); total variance ([\d.]+)\):",
+        printed,
+    )
+    assert header is not None and int(header.group(1)) == N_FEATURES
+    summary = json.loads((demo_run["out"] / "summary.json").read_text())
+    total = summary["reconstruction_error"]["total_variance"]
+    assert float(header.group(2)) == pytest.approx(total, rel=1e-5)
+    assert printed.count("Reconstruction error with k components (n=20,000,") == 1
 
 
 def test_demo_table_ppa_beats_pca(demo_run):

@@ -1277,9 +1277,11 @@ class Run:
                     pca_total_variance=float(pca_errors[0]),
                 )
                 self.log.plain()
+                # the demo prints this table: the same header as its own table always had
+                scope = "" if label == "train" else f", {label} samples"
                 self.log.plain(
-                    f"Reconstruction error with k components, {label} "
-                    f"({data.shape[0]:,} samples, d={data.shape[1]}):"
+                    f"Reconstruction error with k components (n={data.shape[0]:,}, "
+                    f"d={data.shape[1]}; total variance {float(pca_errors[0]):.6g}){scope}:"
                 )
                 self.log.plain(format_error_table(rows))
                 self.log.plain()

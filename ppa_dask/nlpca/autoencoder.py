@@ -288,7 +288,7 @@ class NLPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     n_features_in_ : int
     loss_ : float
         Training objective (hierarchical error plus weight decay) of the kept restart.
-    loss_curve_ : ndarray of shape (n_iter_ + 1,)
+    loss_curve_ : ndarray of shape (n_iter + 1,)
         Objective of the kept restart at its start and after each iteration.
     n_iter_ : int
         L-BFGS-B iterations of the kept restart.
@@ -300,7 +300,7 @@ class NLPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Final training objective of every restart.
     restart_n_iter_ : ndarray of shape (n_restarts,)
         L-BFGS-B iterations of every restart.
-    reconstruction_errors_ : ndarray of shape (n_components_,)
+    reconstruction_errors_ : ndarray of shape (n_components,)
         Training mean squared reconstruction error per row (in input units, summed over
         features) with the first ``1, ..., k`` units: non-increasing in ``i`` for a good fit.
     seed_ : int
@@ -443,7 +443,7 @@ class NLPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        Z : ndarray of shape (n_samples, n_components_)
+        Z : ndarray of shape (n_samples, n_components)
             Column ``i`` is unit ``i`` of the bottleneck; the columns are ordered by the
             hierarchy (the first alone is the best one-unit code).
         """
@@ -459,7 +459,7 @@ class NLPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, m), 1 <= m <= n_components_
+        X : array-like of shape (n_samples, m), 1 <= m <= n_components
             Values of the first ``m`` bottleneck units, as returned by ``transform`` (or its
             first ``m`` columns). Units ``m + 1 .. k`` are set to zero, the convention of the
             hierarchical training, so ``inverse_transform(transform(X)[:, :m])`` is the
@@ -467,7 +467,7 @@ class NLPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        X_rec : ndarray of shape (n_samples, n_features_in_)
+        X_rec : ndarray of shape (n_samples, n_features)
         """
         check_is_fitted(self)
         _reject_dask(X, "X")
@@ -491,7 +491,7 @@ class NLPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        errors : ndarray of shape (n_components_,)
+        errors : ndarray of shape (n_components,)
             ``errors[i - 1]`` is the mean over rows of
             ``||x - inverse_transform(transform(x)[:, :i])||^2`` (input units).
         """
