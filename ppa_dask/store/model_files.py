@@ -31,7 +31,6 @@ scikit-learn classes name ``"PPA"`` (or another registered name) and read as the
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -53,6 +52,7 @@ from ppa_dask.store.results import (
     is_remote,
     local_path,
     move_into_place,
+    written_by_us,
     zarr_node_type,
 )
 from ppa_dask.utils.files import remove_path, temp_sibling
@@ -143,13 +143,7 @@ def save_model(model, path, overwrite=False):
 
 
 def _is_model_dir(path):
-    if zarr_node_type(path) != "group":
-        return False
-    with open(os.path.join(path, "zarr.json")) as f:
-        attrs = json.load(f).get("attributes", {})
-    return (
-        isinstance(attrs.get(ATTRS_KEY), dict) and attrs[ATTRS_KEY].get("format") == _MODEL_FORMAT
-    )
+    return written_by_us(path, "group", _MODEL_FORMAT)
 
 
 def _read_record(path):

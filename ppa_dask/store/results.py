@@ -215,14 +215,19 @@ def _result_marker(complete, extra=None):
     return marker
 
 
-def _is_result_array(path):
-    if zarr_node_type(path) != "array":
+def written_by_us(path, node_type, file_format):
+    """Whether ``path`` is a local Zarr ``node_type`` ("array" / "group") whose record says
+    this library wrote it as ``file_format``: only such a node may be replaced on overwrite."""
+    if zarr_node_type(path) != node_type:
         return False
     with open(os.path.join(path, "zarr.json")) as f:
         attrs = json.load(f).get("attributes", {})
-    return (
-        isinstance(attrs.get(ATTRS_KEY), dict) and attrs[ATTRS_KEY].get("format") == _RESULT_FORMAT
-    )
+    record = attrs.get(ATTRS_KEY)
+    return isinstance(record, dict) and record.get("format") == file_format
+
+
+def _is_result_array(path):
+    return written_by_us(path, "array", _RESULT_FORMAT)
 
 
 def _store_into(x, z):
@@ -539,14 +544,7 @@ def write_dataset(obj, path, overwrite=False):
 
 
 def _is_dataset_dir(path):
-    if zarr_node_type(path) != "group":
-        return False
-    with open(os.path.join(path, "zarr.json")) as f:
-        attrs = json.load(f).get("attributes", {})
-    return (
-        isinstance(attrs.get(ATTRS_KEY), dict)
-        and attrs[ATTRS_KEY].get("format") == _DATASET_FORMAT
-    )
+    return written_by_us(path, "group", _DATASET_FORMAT)
 
 
 def open_dataset(path, chunks=None):
