@@ -169,7 +169,7 @@ ENTRY_POINTS = [
     (
         lambda: entropy.marginal_entropies(_X, method="knn"),
         "method must be one of ('auto', 'vasicek', 'van es', 'ebrahimi', 'correa', "
-        "'histogram'), got 'knn'",
+        "'histogram', 'kde'), got 'knn'",
     ),
     (lambda: bagging_rounds(10, 0.0), "q must be a finite number in (0, 1], got 0.0"),
     (
