@@ -143,6 +143,7 @@ warnings.filterwarnings(
 
 API_PACKAGES = (
     "ppa_dask",
+    "ppa_dask.nlpca",
     "ppa_dask.geometry",
     "ppa_dask.information",
     "ppa_dask.ensemble",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import dask.array as da
@@ -11,6 +13,7 @@ from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+import ppa_dask
 from ppa_dask.nlpca import NLPCA
 from ppa_dask.nlpca.autoencoder import hierarchical_loss, layer_shapes, unpack_weights
 from ppa_dask.store import load_model, save_model
@@ -268,6 +271,36 @@ def test_state_is_saved_as_arrays_and_numbers(parabola, tmp_path):
     assert np.array_equal(loaded.transform(X), model.transform(X))
     Z = model.transform(X)
     assert np.array_equal(loaded.inverse_transform(Z), model.inverse_transform(Z))
+
+
+def test_saved_model_loads_in_a_process_that_imported_only_the_store(parabola, tmp_path):
+    # the allow-list is filled by registration at import; ppa_dask's own import must
+    # register NLPCA, or a fresh process (a Dask worker, a user's script) refuses the file
+    X, model = parabola
+    path = save_model(model, str(tmp_path / "nlpca.zarr"))
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "Z.npy", model.transform(X))
+    script = (
+        "import sys\n"
+        "import numpy as np\n"
+        "import ppa_dask.store\n"
+        "model = ppa_dask.store.load_model(sys.argv[1])\n"
+        "assert type(model).__name__ == 'NLPCA', type(model)\n"
+        "np.testing.assert_array_equal(model.transform(np.load(sys.argv[2])), np.load(sys.argv[3]))\n"
+        "print('loaded', type(model).__module__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, path, str(tmp_path / "X.npy"), str(tmp_path / "Z.npy")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "loaded ppa_dask.nlpca.autoencoder" in done.stdout
+
+
+def test_nlpca_is_exported_from_the_package():
+    assert ppa_dask.NLPCA is NLPCA and "NLPCA" in ppa_dask.__all__
 
 
 # ---------------------------------------------------------------------------------------------
