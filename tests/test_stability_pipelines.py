@@ -3,6 +3,7 @@ the paper's qualitative claims on a tiny grid."""
 
 import csv
 import importlib.util
+import json
 import os
 
 import numpy as np
@@ -95,31 +96,30 @@ def test_random_forward_selection_bagging_beats_greedy_on_a_cluster(tmp_path):
     assert result["below_baseline"] == result["n_bagged"]
 
 
+GAP_ARGS = [
+    "--small",
+    "--datasets",
+    "marsadd",
+    "--estimators",
+    "dt",
+    "--n-train",
+    "120",
+    "--n-test",
+    "100",
+    "--ii-instances",
+    "4",
+    "--max-depth",
+    "4",
+    "--workers",
+    "0",
+    "--quiet",
+]
+
+
 def test_generalization_gap_study_reports_r2_and_information(tmp_path):
     out = str(tmp_path / "gap")
-    result = load("stability_generalization").main(
-        [
-            "--small",
-            "--datasets",
-            "marsadd",
-            "--estimators",
-            "dt",
-            "--n-train",
-            "120",
-            "--n-test",
-            "100",
-            "--ii-instances",
-            "4",
-            "--max-depth",
-            "4",
-            "--workers",
-            "0",
-            "--quiet",
-            "--output",
-            out,
-        ]
-    )
-    assert_outputs(out, ["gap_vs_instability.png"])
+    result = load("stability_generalization").main([*GAP_ARGS, "--output", out])
+    assert_outputs(out, ["gap_vs_instability.png", "fi_increment.png"])
     rows = read(os.path.join(out, "results.csv"))
     assert len(rows) == 2 * 3  # max_features {0.3, 1.0} x depths {1, 2, 4}
     for r in rows:
@@ -132,36 +132,76 @@ def test_generalization_gap_study_reports_r2_and_information(tmp_path):
     assert r2[2] >= max(r2[0], r2[1]) - 1e-12
     assert number(summary["dR2_FI_given_II"]) == pytest.approx(r2[2] - r2[0])
     assert result["summary"][0]["n_settings"] == 6
-    # an interrupted run resumes: settings already in parts/ are read back, not recomputed
-    parts = os.path.join(out, "parts")
-    kept = sorted(os.listdir(parts))
-    os.remove(os.path.join(parts, kept[0]))
-    before = {r["_key"]: r for r in result["rows"]}
-    again = load("stability_generalization").main(
-        [
-            "--small",
-            "--datasets",
-            "marsadd",
-            "--estimators",
-            "dt",
-            "--n-train",
-            "120",
-            "--n-test",
-            "100",
-            "--ii-instances",
-            "4",
-            "--max-depth",
-            "4",
-            "--workers",
-            "0",
-            "--quiet",
-            "--output",
-            out,
-        ]
+    # the paper's value stands beside ours (Table S.3, nu = 1, decision trees) and the
+    # bootstrap of a third of the grid gives rates
+    assert number(summary["paper_dR2"]) == pytest.approx(0.095)
+    for k in ("boot_dR2_positive_rate", "boot_dR2_beats_noise_rate"):
+        assert 0 <= number(summary[k]) <= 1
+    noise = (number(summary["dR2_noise_given_II"]) + number(summary["dR2_perm_given_II"])) / 2
+    assert number(summary["dR2_minus_noise"]) == pytest.approx(r2[2] - r2[0] - noise)
+    with open(os.path.join(out, "report.md")) as f:
+        assert "paper dR2" in f.read()
+
+
+class Killed(Exception):
+    """Stands for the signal that stops a run part way."""
+
+
+def counting(module, fail_after=None):
+    """Wrap the module's ``run_setting`` to count its calls (and raise after ``fail_after``)."""
+    original, calls = module.run_setting, []
+
+    def wrapped(setting, data):
+        if fail_after is not None and len(calls) >= fail_after:
+            raise Killed(f"killed after {fail_after} settings")
+        calls.append(setting)
+        return original(setting, data)
+
+    module.run_setting = wrapped
+    return calls
+
+
+def without_seconds(path):
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in read(path)]
+
+
+def test_generalization_gap_study_resumes_a_killed_run_without_recomputing(tmp_path):
+    whole, broken = str(tmp_path / "whole"), str(tmp_path / "broken")
+    load("stability_generalization").main([*GAP_ARGS, "--output", whole])
+    # killed after 3 of the 6 settings: their parts are on disk, the rest are not
+    module = load("stability_generalization")
+    counting(module, fail_after=3)
+    with pytest.raises(Killed):
+        module.main([*GAP_ARGS, "--output", broken])
+    parts = os.path.join(broken, "parts")
+    assert len([f for f in os.listdir(parts) if f.endswith(".json")]) == 3
+    assert not os.path.exists(os.path.join(broken, "summary.csv"))
+    # the rerun computes only the 3 missing settings, and its output is the uninterrupted run's
+    module = load("stability_generalization")
+    calls = counting(module)
+    module.main([*GAP_ARGS, "--output", broken])
+    assert len(calls) == 3
+    assert without_seconds(os.path.join(broken, "results.csv")) == without_seconds(
+        os.path.join(whole, "results.csv")
     )
-    assert sorted(os.listdir(parts)) == kept
-    for r in again["rows"]:
-        assert r["FI"] == before[r["_key"]]["FI"] and r["II"] == before[r["_key"]]["II"]
+    with open(os.path.join(broken, "summary.csv")) as a:
+        with open(os.path.join(whole, "summary.csv")) as b:
+            assert a.read() == b.read()
+    # a finished part is read back, never recomputed: a sentinel planted in it reaches the
+    # results and the summary, and a rerun calls no setting at all
+    name = sorted(os.listdir(parts))[0]
+    with open(os.path.join(parts, name)) as f:
+        (row,) = json.load(f)
+    row["II"] = 1.0e6
+    with open(os.path.join(parts, name), "w") as f:
+        json.dump([row], f)
+    module = load("stability_generalization")
+    calls = counting(module)
+    result = module.main([*GAP_ARGS, "--output", broken])
+    assert calls == []
+    assert sum(number(r["II"]) == 1.0e6 for r in read(os.path.join(broken, "results.csv"))) == 1
+    (before,) = read(os.path.join(whole, "summary.csv"))
+    assert result["summary"][0]["R2_II"] != pytest.approx(number(before["R2_II"]))
 
 
 def test_ppa_ensemble_fi_falls_with_more_members(tmp_path):
