@@ -467,15 +467,33 @@ def _comparison_text(rows, half):
                 "PPA lower by " + ", ".join(f"{r['difference']:.1f} at {cell(r)}" for r in losses)
             )
         lines.append(f"- {NAMES[name]}: " + "; ".join(parts) + ".")
+    lines.append("")
+    lines.append(extremes_sentence(rows))
+    return "\n".join(lines)
+
+
+def extremes_sentence(rows):
+    """Where each method is furthest ahead; a method ahead nowhere is said to be so (a "largest
+    advantage" of a negative size would read as a win)."""
+    parts = []
     best = min(rows, key=lambda r: r["difference"])
     worst = max(rows, key=lambda r: r["difference"])
-    lines += [
-        "",
-        f"Largest NLPCA advantage: {NAMES[best['dataset']]} at k = {best['k']} "
-        f"({-best['difference']:.1f} points); largest PPA advantage: "
-        f"{NAMES[worst['dataset']]} at k = {worst['k']} ({worst['difference']:.1f} points).",
-    ]
-    return "\n".join(lines)
+    if best["difference"] < 0:
+        parts.append(
+            f"largest NLPCA advantage: {NAMES[best['dataset']]} at k = {best['k']} "
+            f"({-best['difference']:.1f} points)"
+        )
+    else:
+        parts.append("NLPCA is lower in no cell")
+    if worst["difference"] > 0:
+        parts.append(
+            f"largest PPA advantage: {NAMES[worst['dataset']]} at k = {worst['k']} "
+            f"({worst['difference']:.1f} points)"
+        )
+    else:
+        parts.append("PPA is lower in no cell")
+    text = "; ".join(parts) + "."
+    return text[0].upper() + text[1:]
 
 
 def _write_comparison(out, comparison, t2_rows, args):

@@ -440,3 +440,16 @@ def test_principal_manifolds_closer_to_training_data_than_pca(tmp_path_factory):
     (row,) = result["rows"]
     for name in ("curve", "surface", "volume"):
         assert row[f"{name}_train"] <= 100 + 1e-7
+
+
+def test_the_comparison_names_no_negative_advantage():
+    # with NLPCA lower in every cell the sentence must not report a "PPA advantage" below zero
+    rows = [
+        dict(dataset="vehicles", k=1, difference=-20.8),
+        dict(dataset="vehicles", k=3, difference=-5.3),
+    ]
+    assert dr.extremes_sentence(rows) == (
+        "Largest NLPCA advantage: Vehicles at k = 1 (20.8 points); PPA is lower in no cell."
+    )
+    rows.append(dict(dataset="sat", k=2, difference=4.0))
+    assert dr.extremes_sentence(rows).endswith("largest PPA advantage: Sat at k = 2 (4.0 points).")
