@@ -21,9 +21,9 @@ Exit status 0 when everything holds, 1 otherwise (each failure printed on one li
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import os
+import pkgutil
 import sys
 from html.parser import HTMLParser
 from urllib.parse import unquote, urlparse
@@ -200,22 +200,9 @@ def _is_png(path):
     return head == PNG_SIGNATURE and os.path.getsize(path) > 100
 
 
-def _resolve(dotted):
-    parts = dotted.split(".")
-    for i in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        for attr in parts[i:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ImportError(dotted)
-
-
 def expected_parameters(dotted):
     """Parameter names of the live object, as Sphinx shows them (``self``/``cls`` dropped)."""
-    obj = _resolve(dotted)
+    obj = pkgutil.resolve_name(dotted)
     sig = inspect.signature(obj)
     names = [p.name for p in sig.parameters.values()]
     if names and names[0] in ("self", "cls"):

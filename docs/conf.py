@@ -14,6 +14,7 @@ Everything here works offline: no intersphinx, no theme or asset fetched at buil
 """
 
 import os
+import pkgutil
 import re
 import sys
 import warnings
@@ -176,21 +177,6 @@ def _api_entries(path):
     return names
 
 
-def _resolve(fullname):
-    import importlib
-
-    parts = fullname.split(".")
-    for i in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:i]))
-        except ImportError:
-            continue
-        for attr in parts[i:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ImportError(fullname)
-
-
 def check_api_page(app):
     """Warn (an error under ``-W``) for every public name that ``api.rst`` does not list."""
     import importlib
@@ -202,7 +188,7 @@ def check_api_page(app):
     documented = {}
     for name in entries:
         try:
-            documented[id(_resolve(name))] = name
+            documented[id(pkgutil.resolve_name(name))] = name
         except (ImportError, AttributeError):
             logger.warning("api.rst lists %s, which does not exist", name)
     for package in API_PACKAGES:

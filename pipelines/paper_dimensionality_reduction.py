@@ -39,7 +39,6 @@ NLPCA iterations.
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import numpy as np
@@ -105,46 +104,43 @@ PAPER_NLPCA_TABLE2 = (
 )
 
 
-def _nlpca_options():
-    # the shared parser of the paper pipelines cannot be extended, so NLPCA's options are
-    # parsed first by this one and listed in the shared parser's --help description
-    parser = argparse.ArgumentParser(add_help=False, usage=argparse.SUPPRESS)
-    parser.add_argument(
+def _add_nlpca_options(parser):
+    group = parser.add_argument_group("NLPCA options")
+    group.add_argument(
         "--nlpca-max-k",
         type=int,
         default=NLPCA_MAX_K,
         help=f"NLPCA bottleneck units, the largest k it is evaluated at (default {NLPCA_MAX_K}; "
         "capped at d - 1; 0 leaves NLPCA out)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--nlpca-max-iter",
         type=int,
         default=None,
         help=f"NLPCA L-BFGS iterations per fit (default {NLPCA_MAX_ITER}; quick "
         f"{QUICK_NLPCA_ITER})",
     )
-    return parser
 
 
-def parse_args(argv=None):
-    title = __doc__.split("\n\n")[0]
-    nlpca = _nlpca_options()
-    described = title + "\n\nNLPCA options:\n" + nlpca.format_help().split("\n", 1)[-1]
-    parse = paper_datasets_parser(
-        described, "paper-results/dimensionality-reduction", QUICK_GD_ITER
-    )
-    nlpca_args, rest = nlpca.parse_known_args(argv)
-    if nlpca_args.nlpca_max_k < 0:
-        nlpca.error(f"--nlpca-max-k must be >= 0, got {nlpca_args.nlpca_max_k}")
-    if nlpca_args.nlpca_max_iter is not None and nlpca_args.nlpca_max_iter < 1:
-        nlpca.error(f"--nlpca-max-iter must be >= 1, got {nlpca_args.nlpca_max_iter}")
-    args = parse(rest)
-    args.nlpca_max_k = nlpca_args.nlpca_max_k
-    args.nlpca_max_iter = nlpca_args.nlpca_max_iter
+def _check_nlpca_options(args, error):
+    if args.nlpca_max_k < 0:
+        error(f"--nlpca-max-k must be >= 0, got {args.nlpca_max_k}")
+    if args.nlpca_max_iter is not None and args.nlpca_max_iter < 1:
+        error(f"--nlpca-max-iter must be >= 1, got {args.nlpca_max_iter}")
     if args.nlpca_max_iter is None:
         args.nlpca_max_iter = QUICK_NLPCA_ITER if args.quick else NLPCA_MAX_ITER
     args.nlpca_restarts = NLPCA_RESTARTS
-    return args
+
+
+def parse_args(argv=None):
+    parse = paper_datasets_parser(
+        __doc__.split("\n\n")[0],
+        "paper-results/dimensionality-reduction",
+        QUICK_GD_ITER,
+        add_options=_add_nlpca_options,
+        check=_check_nlpca_options,
+    )
+    return parse(argv)
 
 
 def split_seed(base_seed, dataset, repeat):

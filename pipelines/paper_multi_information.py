@@ -37,7 +37,6 @@ Written to DIR:
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import numpy as np
@@ -112,27 +111,35 @@ QUICK_SAMPLES = 600
 QUICK_GD_ITER = 5
 
 
-def parse_args(argv=None):
-    title = __doc__.split("\n\n")[0]
-    # the shared parser of the paper pipelines has no hook for extra options: take ours
-    # first and hand the rest on (its --help lists ours in the description)
-    own = argparse.ArgumentParser(add_help=False)
-    own.add_argument("--estimators", type=csv_list(str), default=list(ESTIMATORS))
-    mine, rest = own.parse_known_args(argv)
-    description = (
-        f"{title}\n\nalso:\n  --estimators LIST  comma-separated marginal-entropy estimators "
-        f"(default: {','.join(ESTIMATORS)}; {MAIN_ESTIMATOR!r} required, the documented "
-        f"setting)\n                     from {', '.join(KNOWN_ESTIMATORS)}"
+def _add_estimator_option(parser):
+    parser.add_argument(
+        "--estimators",
+        type=csv_list(str),
+        default=list(ESTIMATORS),
+        help=f"comma-separated marginal-entropy estimators (default: {','.join(ESTIMATORS)}; "
+        f"{MAIN_ESTIMATOR!r} required, the documented setting) from "
+        f"{', '.join(KNOWN_ESTIMATORS)}",
     )
-    parse = paper_datasets_parser(description, "paper-results/multi-information", QUICK_GD_ITER)
-    args = parse(rest)
-    unknown = [e for e in mine.estimators if e not in KNOWN_ESTIMATORS]
+
+
+def _check_estimators(args, error):
+    unknown = [e for e in args.estimators if e not in KNOWN_ESTIMATORS]
     if unknown:
-        own.error(f"unknown estimators {unknown}; choose from {', '.join(KNOWN_ESTIMATORS)}")
-    if MAIN_ESTIMATOR not in mine.estimators:
-        own.error(f"--estimators must include {MAIN_ESTIMATOR!r}, the setting of Table 3")
-    args.estimators = list(dict.fromkeys(mine.estimators))
-    return args
+        error(f"unknown estimators {unknown}; choose from {', '.join(KNOWN_ESTIMATORS)}")
+    if MAIN_ESTIMATOR not in args.estimators:
+        error(f"--estimators must include {MAIN_ESTIMATOR!r}, the setting of Table 3")
+    args.estimators = list(dict.fromkeys(args.estimators))
+
+
+def parse_args(argv=None):
+    parse = paper_datasets_parser(
+        __doc__.split("\n\n")[0],
+        "paper-results/multi-information",
+        QUICK_GD_ITER,
+        add_options=_add_estimator_option,
+        check=_check_estimators,
+    )
+    return parse(argv)
 
 
 def dataset_facts(name):

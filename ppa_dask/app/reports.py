@@ -162,8 +162,13 @@ def base_parser(description, default_output):
     return parser
 
 
-def paper_datasets_parser(description, default_output, quick_gd_iter=5):
+def paper_datasets_parser(
+    description, default_output, quick_gd_iter=5, add_options=None, check=None
+):
     """A ``parse(argv)`` for the pipelines over the paper's six data sets (with PPA-GD).
+
+    ``add_options(parser)`` adds a script's own options; ``check(args, error)`` validates the
+    parsed values after the shared ones (``error(message)`` exits with status 2 and the usage).
 
     Examples
     --------
@@ -187,6 +192,8 @@ def paper_datasets_parser(description, default_output, quick_gd_iter=5):
             default=None,
             help=f"PPA-GD objective evaluations per step (default 20; quick {quick_gd_iter})",
         )
+        if add_options is not None:
+            add_options(parser)
         args = parser.parse_args(argv)
         unknown = [name for name in args.datasets if name not in PAPER_DATASETS]
         if unknown:
@@ -197,6 +204,8 @@ def paper_datasets_parser(description, default_output, quick_gd_iter=5):
             args.gd_max_iter = quick_gd_iter if args.quick else 20
         if args.gd_max_iter < 0:
             parser.error(f"--gd-max-iter must be >= 0, got {args.gd_max_iter}")
+        if check is not None:
+            check(args, parser.error)
         return args
 
     return parse
