@@ -105,7 +105,8 @@ def test_demo_exit_code_and_files(demo_run):
     assert times["fit_s"] > 0
     # both parts ran in one session: the total covers the table part and then the cube part
     assert times["cube_s"] > 0 and times["table_s"] > 0
-    assert times["total_s"] >= times["table_s"] + times["cube_s"]
+    # the summary rounds each time to 1 ms, so the sum of two may exceed the total by 1 ms
+    assert times["total_s"] >= times["table_s"] + times["cube_s"] - 0.0015
     # the summary points at the cube part's outputs, and they exist
     cube = summary["cube"]
     assert cube["complete"] is True and cube["path"] == str(out / "cube")
