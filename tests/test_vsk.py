@@ -23,6 +23,8 @@ from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ppa_dask import PPA
+from ppa_dask.ensemble import FeatureBaggingClassifier, FeatureBaggingRegressor
+from ppa_dask.stability import feature_instability
 from ppa_dask.vsk import (
     CurveFitRegressor,
     ModelScaling,
@@ -368,9 +370,8 @@ def test_supervised_psi_is_fitted_on_training_folds_only():
 
 
 def test_vsk_learners_as_feature_bagging_base_learners():
-    ensemble = pytest.importorskip("ppa_dask.ensemble")
     X, y = two_classes(n=120, d=6, seed=10)
-    clf = ensemble.FeatureBaggingClassifier(
+    clf = FeatureBaggingClassifier(
         make_svm_vsk("rbf"), n_estimators=5, max_features=0.5, random_state=0
     ).fit(X, y)
     # each member is an SVM-VSK on its own 3 features: 3 columns + the NB posterior
@@ -380,7 +381,7 @@ def test_vsk_learners_as_feature_bagging_base_learners():
     rng = np.random.default_rng(0)
     t = rng.uniform(size=(80, 4))
     target = np.sin(3 * t[:, 0]) + t[:, 1]
-    reg = ensemble.FeatureBaggingRegressor(
+    reg = FeatureBaggingRegressor(
         make_krn_vsk(psi=ModelScaling(LinearRegression()), alpha=1e-3, gamma=1.0),
         n_estimators=4,
         max_features=0.75,
@@ -389,16 +390,35 @@ def test_vsk_learners_as_feature_bagging_base_learners():
     assert reg.predict(t).shape == (80,)
 
 
-def test_feature_instability_of_an_svm_vsk_ensemble():
-    stability = pytest.importorskip("ppa_dask.stability")
-    ensemble = pytest.importorskip("ppa_dask.ensemble")
+def test_feature_instability_of_an_svm_vsk_ensemble_equals_brute_force_refits():
+    """FI of a bagged SVM-VSK from its definition: refit every member without feature j."""
     X, y = two_classes(n=60, d=4, seed=12)
-    ens = ensemble.FeatureBaggingClassifier(
+    ens = FeatureBaggingClassifier(
         make_svm_vsk("linear"), n_estimators=6, max_features=0.5, random_state=0
     )
-    result = stability.feature_instability(ens, X, y, client=False)
-    assert result.terms.shape == (4,) and np.all(result.terms >= 0)
-    assert np.isfinite(result.value)
+    result = feature_instability(ens, X, y, client=False)
+    plan = ens.bag_plan(*X.shape)
+    classes = np.unique(y)
+
+    def votes(specs):
+        # SVC without probabilities: each member casts a one-hot vote, the ensemble averages
+        total = np.zeros((len(X), len(classes)))
+        for spec in specs:
+            rows = spec.rows(len(X))
+            rows = np.arange(len(X)) if rows is None else rows
+            member = make_svm_vsk("linear").fit(X[rows][:, spec.features], y[rows])
+            hit = np.searchsorted(classes, member.predict(X[:, spec.features]))
+            total[np.arange(len(X)), hit] += 1
+        return total / len(specs)
+
+    f = votes(plan.members())
+    expected = []
+    for j in range(4):
+        g = votes([plan.without_feature(spec, j, "shared") for spec in plan.members()])
+        expected.append(np.mean(((f - g) ** 2).sum(axis=1)))
+    assert max(expected) > 0  # removing a feature changes some votes: the check has teeth
+    np.testing.assert_allclose(result.terms, expected, rtol=1e-12, atol=1e-15)
+    assert result.value == pytest.approx(np.mean(expected), rel=1e-12)
 
 
 # -------------------------------------------------------------------------------------------

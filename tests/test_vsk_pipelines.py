@@ -152,7 +152,9 @@ def test_covid_pipeline_end_to_end(client, tmp_path):
     out = cov.run(
         str(tmp_path),
         n_shapes=6,
-        eps_range=(2.0, 12.0),
+        # shape parameters where the plain kernel matrix is non-singular (cond(K) finite: from
+        # about eps = 20 on the 58 training days), so Proposition 1 compares finite numbers
+        eps_range=(20.0, 60.0),
         nus=(0.0, 1e-4),
         learners=("KRN", "KRN-VSK aux"),
         batch=3,
@@ -172,7 +174,8 @@ def test_covid_pipeline_end_to_end(client, tmp_path):
     # Proposition 1 on the real kernel matrices: VSK never worse conditioned at the same eps
     plain = sweep[(sweep["learner"] == "KRN") & (sweep["nu"] == 0)].set_index("eps")["cond"]
     vsk = sweep[(sweep["learner"] == "KRN-VSK aux") & (sweep["nu"] == 0)].set_index("eps")["cond"]
-    assert (vsk <= plain * (1 + 1e-8)).all()
+    assert np.isfinite(plain).all() and np.isfinite(vsk).all()
+    assert (vsk < plain).all()
     best = out["best"]
     assert len(best) == 4 and best["RME at best eps"].min() >= 0
 
