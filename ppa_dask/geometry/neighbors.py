@@ -46,6 +46,7 @@ def make_ppa_knn(n_neighbors=5, *, knn_params=None, **ppa_params):
 
     Examples
     --------
+    >>> from ppa_dask.datasets import make_parabolas
     >>> X, y = make_parabolas(200, random_state=0)
     >>> clf = make_ppa_knn(n_neighbors=3, degree=2).fit(X[:100], y[:100])
     >>> bool(clf.score(X[100:], y[100:]) > 0.9)
@@ -65,6 +66,7 @@ def make_mahalanobis_knn(n_neighbors=5, *, knn_params=None, **pca_params):
 
     Examples
     --------
+    >>> from ppa_dask.datasets import make_parabolas
     >>> X, y = make_parabolas(200, random_state=0)
     >>> make_mahalanobis_knn(3).fit(X[:100], y[:100]).score(X[100:], y[100:]) > 0.5
     True
