@@ -1,0 +1,133 @@
+"""Every row of the error table (docs/guide/errors.md) is true.
+
+Each row is run as written: a ``cli`` row through the command line's entry point (exit status
+and the one line on stderr), a ``python`` row as a statement that must raise. ``{name}`` in a
+row stands for a file or address the test makes first (the page's legend lists them); the
+message column must be part of what the user is told, after the same substitution.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from ppa_dask import PPA
+from ppa_dask.app import cli
+from ppa_dask.store import save_model, write_array
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "errors.md"
+ROW = re.compile(r"^\|\s*(cli|python)\s*\|\s*`(.+?)`\s*\|\s*`(.+?)`\s*\|\s*(\S+)\s*\|\s*$")
+
+
+def _rows():
+    rows = []
+    for number, line in enumerate(PAGE.read_text().splitlines(), 1):
+        match = ROW.match(line)
+        if match:
+            kind, given, told, status = match.groups()
+            rows.append(pytest.param(kind, given, told, status, id=f"line{number}-{kind}"))
+    return rows
+
+
+ROWS = _rows()
+
+
+class Fixtures(dict):
+    """Builds each ``{name}`` of the table on first use, in one temporary folder."""
+
+    def __init__(self, root):
+        super().__init__()
+        self.root = root
+        self.sockets = []
+
+    def __missing__(self, name):
+        value = str(getattr(self, f"make_{name}")())
+        self[name] = value
+        return value
+
+    def close(self):
+        for s in self.sockets:
+            s.close()
+
+    # inputs ---------------------------------------------------------------------------------
+    def make_data(self):
+        path = self.root / "data.zarr"
+        write_array(np.random.default_rng(0).normal(size=(200, 4)), path)
+        return path
+
+    def make_strings(self):
+        path = self.root / "strings.zarr"
+        zarr.create_array(str(path), shape=(10, 3), dtype=str).__setitem__(
+            slice(None), np.full((10, 3), "a")
+        )
+        return path
+
+    def make_model(self):
+        path = self.root / "model.zarr"
+        X = np.random.default_rng(1).normal(size=(200, 4))
+        save_model(PPA(degree=2, random_state=0).fit(X), path)
+        return path
+
+    def make_missing(self):
+        return self.root / "missing.zarr"
+
+    def make_out(self):
+        return self.root / "out.zarr"
+
+    def make_tmp(self):
+        return self.root
+
+    # addresses ------------------------------------------------------------------------------
+    def make_closed_port(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()  # nothing listens there now
+        return port
+
+    def make_silent_port(self):
+        # accepts connections and never says a word
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        self.sockets.append(s)
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def fixtures(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    made = Fixtures(tmp_path)
+    yield made
+    made.close()
+
+
+def test_the_table_has_rows_of_both_kinds():
+    kinds = [row.values[0] for row in ROWS]
+    assert kinds.count("cli") >= 10 and kinds.count("python") >= 5
+
+
+@pytest.mark.parametrize("kind,given,told,status", ROWS)
+def test_each_row_is_what_the_user_sees(kind, given, told, status, fixtures, capsys):
+    given = given.format_map(fixtures)
+    told = told.format_map(fixtures)
+    if kind == "cli":
+        code = cli.main(shlex.split(given))
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == int(status), err
+        assert len(err) == 1, err
+        assert err[0].startswith("ppa-dask: error: ") and told in err[0], (told, err[0])
+    else:
+        X = np.random.default_rng(1).normal(size=(200, 4))
+        namespace = {"np": np, "X": X, "model": PPA(degree=2, random_state=0).fit(X)}
+        exec("from ppa_dask import *; from ppa_dask.store import *", namespace)
+        with pytest.raises(Exception) as info:
+            exec(given, namespace)
+        assert info.type.__name__ == status, info.type
+        assert told in str(info.value), (told, str(info.value))
