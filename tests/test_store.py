@@ -1,6 +1,7 @@
 """Zarr storage: model files (arrays + JSON, checked before anything is built), result arrays
 that never look complete when interrupted, and inputs read with the store's chunks."""
 
+import functools
 import json
 import os
 import subprocess
@@ -294,6 +295,135 @@ def test_damaged_model_file_raises_without_building_anything(
     assert built == []
 
 
+def _forge_array(name, change):
+    """Replace the fitted array ``name`` by ``change(array)``, rewriting its entry in the array
+    table and the record's checksum: a forged file every checksum agrees with."""
+
+    def damage(path):
+        group = zarr.open_group(path, mode="r+")
+        value = np.asarray(change(group[name][...]))
+        del group[name]
+        z = group.create_array(name, shape=value.shape, dtype=value.dtype, chunks=value.shape)
+        z[...] = value
+
+        def edit(record):
+            record["arrays"][name] = encoding.array_table({name: value})[name]
+
+        _forge(path, edit)
+
+    return damage
+
+
+def _forge_json(name, value):
+    def damage(path):
+        def edit(record):
+            record["estimator"]["fitted"][name] = value
+
+        _forge(path, edit)
+
+    return damage
+
+
+def _with(index, value):
+    def change(a):
+        a = a.copy()
+        a[index] = value
+        return a
+
+    return change
+
+
+# a PPA(degree=(1, 2, 3)) of 3 features: 2 steps, degrees_ [g1, g2] among 1..3
+@pytest.mark.parametrize(
+    "forge, message",
+    [
+        (_forge_json("n_components_", 99), r"n_components_ must be 3 \(n_components=None, 3 "),
+        (
+            _forge_json("n_features_in_", 4),
+            r"n_components_ must be 4 \(n_components=None, 4 features\), got 3",
+        ),
+        (_forge_json("n_samples_", 0), r"n_samples_ must be an int >= 1, got 0"),
+        (_forge_json("fold_seed_", None), r"fold_seed_ must be an int >= 0, got None"),
+        (_forge_array("mean_", lambda a: a[:2]), r"mean_ must be an array of shape \(3,\)"),
+        (_forge_array("mean_", _with(1, np.nan)), r"mean_ must be finite, got NaN or inf"),
+        (
+            _forge_array("mean_", lambda a: a.astype(np.float32)),
+            r"mean_ must be an array of float64",
+        ),
+        (
+            _forge_array("leading_vectors_", lambda a: a[:1]),
+            r"leading_vectors_ must be an array of shape \(2, 3\)",
+        ),
+        (
+            _forge_array("leading_vectors_", lambda a: 2 * a),
+            r"leading_vectors_ must be orthonormal rows",
+        ),
+        (_forge_array("degrees_", _with(0, 7)), r"degrees_ must be degrees among the candidates"),
+        (
+            _forge_array("degrees_", _with(1, 0)),
+            r"degrees_ must be degrees among the candidates \[1, 2, 3\] .*got \[0\]",
+        ),
+        (
+            _forge_array("degrees_", lambda a: a.astype(float)),
+            r"degrees_ must be an array of an integer dtype, got dtype float64",
+        ),
+        (
+            _forge_array("coefficients_", lambda a: np.concatenate([a, a], axis=2)),
+            r"coefficients_ must be an array of shape \(2, 3, ",
+        ),
+        (
+            _forge_array("basis_intervals_", _with((0, 1), -1.0)),
+            r"basis_intervals_ must be \(offset, scale\) pairs with scale > 0",
+        ),
+        (
+            _forge_array("alpha_ranges_", lambda a: a[:, ::-1]),
+            r"alpha_ranges_ must be \(low, high\) pairs with low <= high",
+        ),
+        (
+            _forge_array("residual_basis_", lambda a: np.hstack([a, a])),
+            r"residual_basis_ must be an array of shape \(3, 1\)",
+        ),
+        (
+            _forge_array("explained_variance_", _with(2, -1.0)),
+            r"explained_variance_ must be non-negative",
+        ),
+        (
+            _forge_array("residual_variance_", lambda a: a[:2]),
+            r"residual_variance_ must be an array of shape \(3,\)",
+        ),
+        (
+            _forge_array("cv_scores_", lambda a: a[:, :2]),
+            r"cv_scores_ must be an array of shape \(2, 3\)",
+        ),
+    ],
+)
+def test_forged_fitted_attributes_are_refused_naming_them(tmp_path, forge, message):
+    model = PPA(degree=(1, 2, 3), random_state=0).fit(noisy_helix(500))
+    path = model.save(tmp_path / "m.zarr")
+    PPA.load(path).check_fitted_state()  # the file as written is consistent
+    forge(path)
+    with pytest.raises(
+        ModelFileError, match=r"model \(PPA\) is inconsistent: fitted attribute " + message
+    ) as info:
+        load_model(path)
+    assert info.value.reason == "invalid"
+
+
+def test_forged_members_of_an_ensemble_are_refused(tmp_path):
+    from ppa_dask import FeatureBaggingPPA
+
+    model = FeatureBaggingPPA(PPA(degree=2), n_estimators=2, random_state=0).fit(noisy_helix(300))
+    path = save_model(model, tmp_path / "bag.zarr")
+    members = [k for k in zarr.open_group(path).array_keys() if k.endswith("mean_")]
+    assert members, "the members' arrays are in the file"
+    _forge_array(members[0], lambda a: a[:1])(path)
+    with pytest.raises(
+        ModelFileError, match=r"\(PPA\) is inconsistent: fitted attribute mean_"
+    ) as info:
+        load_model(path)
+    assert info.value.reason == "invalid"
+
+
 def test_missing_or_foreign_paths_are_named(tmp_path):
     with pytest.raises(ModelFileNotFound, match="no model file") as info:
         PPA.load(tmp_path / "nothing.zarr")
@@ -517,3 +647,527 @@ def test_fit_on_a_zarr_array_is_the_fit_on_its_values(data_store):
         assert np.array_equal(model.degrees_, in_memory.degrees_)
         assert np.allclose(model.transform(X), in_memory.transform(X), atol=1e-9)
     assert np.allclose(on_store.transform(z).compute(), in_memory.transform(X), atol=1e-9)
+
+
+# -------------------------------------------------------------------------------------------
+# model files of every estimator of the public API (ensembles, NLPCA, the VSK estimators)
+# -------------------------------------------------------------------------------------------
+
+
+def _public_estimator_classes():
+    """Every estimator class named in the __all__ of the package and of its API subpackages."""
+    import importlib
+
+    import ppa_dask
+
+    found = {}
+    for module in (
+        "ppa_dask",
+        "ppa_dask.ensemble",
+        "ppa_dask.nlpca",
+        "ppa_dask.vsk",
+        "ppa_dask.geometry",
+        "ppa_dask.stability",
+        "ppa_dask.information",
+    ):
+        mod = importlib.import_module(module)
+        for name in getattr(mod, "__all__", []):
+            obj = getattr(mod, name)
+            if isinstance(obj, type) and issubclass(obj, BaseEstimator):
+                found[obj.__name__] = obj
+    assert "PPA" in found and ppa_dask.PPA is found["PPA"]
+    return found
+
+
+@functools.cache
+def _saved_estimators():
+    """name -> (fitted estimator, the methods whose outputs a loaded copy must reproduce, X)."""
+    from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+
+    from ppa_dask import (
+        NLPCA,
+        FeatureBaggingClassifier,
+        FeatureBaggingPPA,
+        FeatureBaggingRegressor,
+    )
+    from ppa_dask.vsk import (
+        ModelScaling,
+        NaiveBayesScaling,
+        PPAScaling,
+        SVMExtraction,
+        VariablyScaled,
+    )
+
+    X = random_nonlinear(300, 5)
+    y = X @ np.arange(1.0, 6.0)
+    labels = np.where(X[:, 0] + X[:, 1] > 0, "up", "down")
+    return {
+        "PPA": (PPA(degree=(1, 2), random_state=0).fit(X), ("transform", "jacobian"), X),
+        "NLPCA": (
+            NLPCA(n_components=1, max_iter=20, n_restarts=1, random_state=0).fit(X[:, :3]),
+            ("transform", "inverse_transform_of_transform"),
+            X[:, :3],
+        ),
+        "FeatureBaggingRegressor": (
+            FeatureBaggingRegressor(Ridge(), n_estimators=4, max_samples=0.7, random_state=0).fit(
+                X, y
+            ),
+            ("predict",),
+            X,
+        ),
+        "FeatureBaggingClassifier": (
+            FeatureBaggingClassifier(LogisticRegression(), n_estimators=4, random_state=1).fit(
+                X, labels
+            ),
+            ("predict_proba", "predict"),
+            X,
+        ),
+        "FeatureBaggingPPA": (
+            FeatureBaggingPPA(
+                PPA(degree=2), n_estimators=4, max_features=0.8, max_samples=0.8, random_state=2
+            ).fit(X),
+            ("reconstruct", "reconstruction_error"),
+            X,
+        ),
+        "NaiveBayesScaling": (NaiveBayesScaling().fit(X, labels), ("transform",), X),
+        "ModelScaling": (ModelScaling(LinearRegression()).fit(X, y), ("transform",), X),
+        "PPAScaling": (PPAScaling(n_components=2, random_state=0).fit(X), ("transform",), X),
+        "VariablyScaled": (
+            VariablyScaled(PPAScaling(random_state=0), rescale="minmax").fit(X),
+            ("transform",),
+            X,
+        ),
+        # its SVC keeps the support vectors' coefficients in private attributes (_dual_coef_)
+        "SVMExtraction": (
+            SVMExtraction(n_keep=2, random_state=0).fit(X, labels),
+            ("decision_function", "predict", "extract"),
+            X,
+        ),
+    }
+
+
+# the one estimator whose state a file of arrays and JSON cannot hold, and why
+_NOT_SAVABLE = {
+    # its parameter func is a Python function: code, which files never hold
+    "CurveFitRegressor": (
+        r"parameter 'func' of CurveFitRegressor is the function test_store._line, and a "
+        r"function cannot be stored in a model file: loading it would mean running code from "
+        r"the file\. To keep this fit, save its fitted attributes yourself "
+        r"\(n_features_in_, params_; e\.g\. numpy\.savez\(path, params_=model\.params_\)\)"
+    ),
+}
+
+
+def _line(x, a, b):
+    return a * x + b
+
+
+def _outputs(model, method, X):
+    if method == "inverse_transform_of_transform":
+        return model.inverse_transform(model.transform(X))
+    return getattr(model, method)(X)
+
+
+_SAVED = [
+    "PPA",
+    "NLPCA",
+    "FeatureBaggingRegressor",
+    "FeatureBaggingClassifier",
+    "FeatureBaggingPPA",
+    "NaiveBayesScaling",
+    "ModelScaling",
+    "PPAScaling",
+    "VariablyScaled",
+    "SVMExtraction",
+]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_every_public_estimator_class_is_covered_by_the_model_file_tests():
+    assert set(_SAVED) == set(_saved_estimators())
+    assert set(_public_estimator_classes()) == set(_SAVED) | set(_NOT_SAVABLE)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("name", _SAVED)
+def test_every_public_estimator_saves_and_loads_with_identical_outputs(tmp_path, name):
+    model, methods, X = _saved_estimators()[name]
+    loaded = load_model(save_model(model, tmp_path / f"{name}.zarr"))
+    assert type(loaded) is type(model)
+    assert repr(loaded.get_params()) == repr(model.get_params())
+    fitted, back = _fitted_attrs(model), _fitted_attrs(loaded)
+    # member draws are records without ==: compared field by field
+    specs, specs_back = fitted.pop("member_specs_", []), back.pop("member_specs_", [])
+    assert [s.to_json() for s in specs] == [s.to_json() for s in specs_back]
+    _assert_same(fitted, back, name)
+    for method in methods:
+        expected = _outputs(model, method, X)
+        got = _outputs(loaded, method, X)
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), method
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_ensemble_members_and_their_draws_load_as_they_were(tmp_path):
+    from ppa_dask import FeatureBaggingPPA
+    from ppa_dask.ensemble import MemberSpec
+
+    model, _, X = _saved_estimators()["FeatureBaggingPPA"]
+    loaded = load_model(save_model(model, tmp_path / "bag.zarr"))
+    assert isinstance(loaded, FeatureBaggingPPA)
+    for a, b in zip(model.member_specs_, loaded.member_specs_):
+        assert type(b) is MemberSpec and a.same_as(b) and a.index == b.index
+        assert np.array_equal(a.row_mask(0, len(X)), b.row_mask(0, len(X)))
+    for a, b in zip(model.estimators_, loaded.estimators_):
+        assert type(b) is PPA and np.array_equal(a.coefficients_, b.coefficients_)
+    info = model_info(tmp_path / "bag.zarr")
+    assert info["estimator"] == "FeatureBaggingPPA"
+
+
+@pytest.mark.parametrize("name", sorted(_NOT_SAVABLE))
+def test_estimators_holding_code_are_refused_with_the_reason(tmp_path, name):
+    from ppa_dask.vsk import CurveFitRegressor
+
+    X = random_nonlinear(80, 4)
+    model = CurveFitRegressor(_line, p0=(1.0, 0.0)).fit(X[:, :1], 2 * X[:, 0] + 1)
+    with pytest.raises(TypeError, match=_NOT_SAVABLE[name]):
+        save_model(model, tmp_path / "m.zarr")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def _ensemble_file(tmp_path):
+    model, _, X = _saved_estimators()["FeatureBaggingRegressor"]
+    return save_model(model, tmp_path / "bag.zarr")
+
+
+def _foreign_member(record):
+    record["estimator"]["fitted"]["estimators_"][1]["__estimator__"] = "subprocess.Popen"
+
+
+def _foreign_record(record):
+    record["estimator"]["fitted"]["member_specs_"][0]["__record__"] = "builtins.eval"
+
+
+def _record_with_other_fields(record):
+    fields = record["estimator"]["fitted"]["member_specs_"][0]["fields"]
+    fields["__class__"] = fields.pop("seed")
+
+
+@pytest.mark.parametrize(
+    "change, reason, message",
+    [
+        (
+            _foreign_member,
+            "unknown-class",
+            "estimators_\\[1\\] names the estimator class 'subprocess",
+        ),
+        (_foreign_record, "unknown-class", "names the record class 'builtins.eval'"),
+        (_record_with_other_fields, "invalid", "does not hold the fields"),
+    ],
+)
+def test_tampered_ensemble_file_naming_a_foreign_class_is_refused(
+    tmp_path, monkeypatch, change, reason, message
+):
+    from ppa_dask import FeatureBaggingRegressor
+    from ppa_dask.ensemble import MemberSpec
+
+    path = _ensemble_file(tmp_path)
+    _forge(path, change)
+    built = []
+    for cls in (FeatureBaggingRegressor, MemberSpec):
+        monkeypatch.setattr(cls, "__init__", lambda self, *a, **kw: built.append(kw))
+    with pytest.raises(ModelFileError, match=message) as info:
+        load_model(path)
+    assert info.value.reason == reason
+    assert built == []
+
+
+# -------------------------------------------------------------------------------------------
+# model files of scikit-learn's compiled state: decision trees, libsvm, k-NN trees
+# -------------------------------------------------------------------------------------------
+
+
+def _tree_models():
+    from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+    from ppa_dask import FeatureBaggingClassifier, FeatureBaggingRegressor
+
+    X = random_nonlinear(300, 5)
+    y = X @ np.arange(1.0, 6.0)
+    three = np.digitize(X[:, 0] + X[:, 1], [-0.5, 0.5])  # three classes
+    return X, {
+        "DecisionTreeRegressor": (DecisionTreeRegressor(random_state=0).fit(X, y), ("predict",)),
+        "DecisionTreeClassifier": (
+            DecisionTreeClassifier(max_depth=6, random_state=0).fit(X, three),
+            ("predict_proba", "predict", "apply", "decision_path"),
+        ),
+        # the ensembles' default members are decision trees
+        "FeatureBaggingRegressor": (
+            FeatureBaggingRegressor(n_estimators=3, random_state=0).fit(X, y),
+            ("predict",),
+        ),
+        "FeatureBaggingClassifier": (
+            FeatureBaggingClassifier(n_estimators=3, random_state=0).fit(X, three),
+            ("predict_proba", "predict"),
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "DecisionTreeRegressor",
+        "DecisionTreeClassifier",
+        "FeatureBaggingRegressor",
+        "FeatureBaggingClassifier",
+    ],
+)
+def test_decision_trees_save_and_load_with_identical_predictions(tmp_path, name):
+    X, models = _tree_models()
+    model, methods = models[name]
+    loaded = load_model(save_model(model, tmp_path / "tree.zarr"))
+    trees = [model] if hasattr(model, "tree_") else model.estimators_
+    trees_back = [loaded] if hasattr(loaded, "tree_") else loaded.estimators_
+    assert len(trees) == len(trees_back) > 0
+    for a, b in zip(trees, trees_back):
+        assert type(b.tree_) is type(a.tree_)
+        state, back = a.tree_.__getstate__(), b.tree_.__getstate__()
+        assert state["nodes"].tobytes() == back["nodes"].tobytes()
+        assert np.array_equal(state["values"], back["values"])
+        assert (b.tree_.n_features, b.tree_.n_outputs) == (a.tree_.n_features, a.tree_.n_outputs)
+        assert np.array_equal(b.tree_.n_classes, a.tree_.n_classes)
+    for method in methods:
+        expected, got = getattr(model, method)(X), getattr(loaded, method)(X)
+        if hasattr(expected, "toarray"):  # decision_path: a sparse matrix
+            expected, got = expected.toarray(), got.toarray()
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), method
+
+
+def _tree_file(tmp_path):
+    from sklearn.tree import DecisionTreeRegressor
+
+    X = random_nonlinear(200, 4)
+    model = DecisionTreeRegressor(max_depth=4, random_state=0).fit(X, X[:, 0] - X[:, 2])
+    return save_model(model, tmp_path / "tree.zarr"), X
+
+
+def _forge_tree(change):
+    def damage(path):
+        def edit(record):
+            change(record["estimator"]["fitted"]["tree_"]["__sktree__"])
+
+        _forge(path, edit)
+
+    return damage
+
+
+def _back_to_root(a):  # the first inner node's left child made the root: a cycle
+    a = a.copy()
+    a[0] = 0
+    return a
+
+
+def _leaf_with_one_child(a):
+    a = a.copy()
+    a[np.flatnonzero(a == -1)[0]] = 1
+    return a
+
+
+@pytest.mark.parametrize(
+    "forge, message",
+    [
+        (
+            _forge_array("tree_.nodes.left_child", _back_to_root),
+            r"the left child of node\(s\) \[0\] is \[0\], not a later node",
+        ),
+        (
+            _forge_array("tree_.nodes.right_child", lambda a: np.where(a > 0, a + 10**6, a)),
+            r"the right child of node\(s\) \[0, .* not a later node in \[1, ",
+        ),
+        (_forge_array("tree_.nodes.left_child", _leaf_with_one_child), "have one child only"),
+        (
+            _forge_array("tree_.nodes.feature", lambda a: np.where(a >= 0, a + 4, a)),
+            r"split on feature\(s\) \[\d+.*not in \[0, 4\)",
+        ),
+        (
+            _forge_array("tree_.nodes.left_child", lambda a: a.astype(np.float64)),
+            r"node field 'left_child' must be \d+ values of dtype <i8",
+        ),
+        (
+            _forge_array("tree_.nodes.threshold", lambda a: a[:-1]),
+            r"node field 'threshold' must be \d+ values",
+        ),
+        (
+            _forge_tree(lambda t: t["fields"].reverse()),
+            "are not those of this scikit-learn's Tree",
+        ),
+        (_forge_tree(lambda t: t.update(max_depth=1)), "max_depth is 1, its nodes are 4 deep"),
+        (
+            _forge_tree(lambda t: t.update(node_count=t["node_count"] + 1)),
+            r"node field 'left_child' must be \d+ values",
+        ),
+        (_forge_tree(lambda t: t.update(n_features=9)), r"tree_ has n_features=9, but "),
+        (
+            _forge_json("n_features_in_", None),
+            r"tree_ has n_features=4, but n_features_in_ is None",
+        ),
+        (_forge_tree(lambda t: t.update(max_depth=-1)), "max_depth must be an int >= 0, got -1"),
+        (
+            _forge_array("tree_.values", lambda a: a[:, :, :0]),
+            "values must be float64 of shape",
+        ),
+    ],
+)
+def test_forged_decision_tree_nodes_are_refused_naming_the_problem(tmp_path, forge, message):
+    path, X = _tree_file(tmp_path)
+    load_model(path).predict(X)  # the file as written loads
+    forge(path)
+    with pytest.raises(ModelFileError, match=message) as info:
+        load_model(path)
+    assert info.value.reason == "invalid"
+
+
+def _svm_and_knn_models():
+    from ppa_dask import FeatureBaggingClassifier
+    from ppa_dask.geometry import make_ppa_knn
+    from ppa_dask.vsk import make_svm_vsk
+
+    X = random_nonlinear(240, 4)
+    labels = np.where(X[:, 0] * X[:, 1] > 0, "same", "other")
+    return X, {
+        "svm-vsk-rbf": (make_svm_vsk("rbf").fit(X, labels), ("decision_function", "predict")),
+        "ppa-knn": (
+            make_ppa_knn(n_neighbors=4, degree=2, random_state=0).fit(X, labels),
+            ("predict_proba", "predict"),
+        ),
+        "ppa-knn-ball-tree": (
+            make_ppa_knn(knn_params={"algorithm": "ball_tree"}, degree=2, random_state=0).fit(
+                X, labels
+            ),
+            ("predict_proba",),
+        ),
+        "bagging-of-svm-vsk": (
+            FeatureBaggingClassifier(make_svm_vsk("rbf"), n_estimators=3, random_state=0).fit(
+                X, labels
+            ),
+            ("predict",),
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "name", ["svm-vsk-rbf", "ppa-knn", "ppa-knn-ball-tree", "bagging-of-svm-vsk"]
+)
+def test_svm_and_nearest_neighbour_pipelines_load_with_identical_predictions(tmp_path, name):
+    X, models = _svm_and_knn_models()
+    model, methods = models[name]
+    path = save_model(model, tmp_path / "m.zarr")
+    loaded = load_model(path)
+    assert repr(loaded.get_params()) == repr(model.get_params())
+    for method in methods:
+        expected, got = getattr(model, method)(X), getattr(loaded, method)(X)
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), method
+    if name.startswith("ppa-knn"):
+        # the neighbour tree is not in the file: it is built again from _fit_X, the same tree
+        knn, knn_back = model[-1], loaded[-1]
+        fitted, back = vars(knn)["_tree"], vars(knn_back)["_tree"]
+        assert type(back) is type(fitted)
+        for a, b in zip(fitted.get_arrays(), back.get_arrays()):
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        arrays = model_info(path)["arrays"]
+        assert any(k.endswith("._fit_X") for k in arrays)
+        assert not [k for k in arrays if "_tree" in k]
+
+
+def _svc_file(tmp_path):
+    from sklearn.svm import SVC
+
+    X = random_nonlinear(120, 4)
+    labels = np.digitize(X[:, 0], [-0.5, 0.5])
+    return save_model(SVC().fit(X, labels), tmp_path / "svc.zarr")
+
+
+def _forge_private(name, value):
+    def damage(path):
+        def edit(record):
+            record["estimator"].setdefault("private", {})[name] = value
+
+        _forge(path, edit)
+
+    return damage
+
+
+@pytest.mark.parametrize(
+    "forge, message",
+    [
+        (_forge_array("_dual_coef_", lambda a: a[:, :-1]), r"_dual_coef_ of shape \(2, \d+\)"),
+        (_forge_array("_n_support", _with(0, 10**6)), r"_n_support \[1000000, .*does not count"),
+        (_forge_array("_intercept_", lambda a: a[:1]), r"_intercept_ of shape \(1,\), not \(3,\)"),
+        (_forge_array("support_vectors_", lambda a: a[:, :2]), "support_vectors_ of shape"),
+        (_forge_private("_sparse", True), r"_sparse=True \(files hold dense SVMs only\)"),
+        (_forge_private("__class__", "x"), "'__class__' is not a private attribute name"),
+        (_forge_private("_validate_for_predict", 1), "would hide an attribute of sklearn"),
+    ],
+)
+def test_forged_svm_state_is_refused_before_libsvm_reads_it(tmp_path, forge, message):
+    path = _svc_file(tmp_path)
+    forge(path)
+    with pytest.raises(ModelFileError, match=message) as info:
+        load_model(path)
+    assert info.value.reason == "invalid"
+
+
+def test_private_state_of_the_librarys_own_classes_is_refused_in_files(tmp_path):
+    path = PPA(degree=2, random_state=0).fit(noisy_helix(300)).save(tmp_path / "m.zarr")
+    _forge_private("_exponent", 2)(path)
+    with pytest.raises(ModelFileError, match="PPA keeps no private attributes in files"):
+        load_model(path)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_private_state_that_is_not_plain_data_is_refused_naming_it(tmp_path):
+    from sklearn.neighbors import KDTree, NearestNeighbors
+    from sklearn.neural_network import MLPClassifier
+
+    X = random_nonlinear(60, 4)
+    mlp = MLPClassifier(hidden_layer_sizes=(3,), max_iter=3, random_state=0)
+    mlp.fit(X, X[:, 0] > 0)
+    with pytest.raises(
+        TypeError,
+        match=r"_optimizer: MLPClassifier holds the private attribute '_optimizer' of type "
+        r"AdamOptimizer, which a model file cannot hold",
+    ):
+        save_model(mlp, tmp_path / "mlp.zarr")
+    # a neighbour tree other than the one fit builds from _fit_X could not be rebuilt
+    knn = NearestNeighbors(algorithm="kd_tree").fit(X)
+    vars(knn)["_tree"] = KDTree(X, leaf_size=2)
+    with pytest.raises(TypeError, match="_tree: NearestNeighbors's KDTree is not the tree fit"):
+        save_model(knn, tmp_path / "knn.zarr")
+    assert os.listdir(tmp_path) == []
+
+
+def test_forged_pipeline_member_is_checked_like_a_model(tmp_path):
+    X, models = _svm_and_knn_models()
+    path = save_model(models["ppa-knn"][0], tmp_path / "knn.zarr")
+    means = [k for k in zarr.open_group(path).array_keys() if k.endswith("mean_")]
+    assert len(means) == 1
+    _forge_array(means[0], lambda a: a[:1])(path)
+    with pytest.raises(
+        ModelFileError, match=r"model\.steps\[0\]\[1\] \(PPA\) is inconsistent: fitted attribute"
+    ):
+        load_model(path)
+
+
+def test_a_path_store_parameter_is_saved_as_its_string(tmp_path):
+    from sklearn.linear_model import Ridge
+
+    from ppa_dask import FeatureBaggingRegressor
+
+    X = random_nonlinear(120, 4)
+    members = tmp_path / "members"
+    model = FeatureBaggingRegressor(Ridge(), n_estimators=2, random_state=0, store=members)
+    model.fit(X, X[:, 0])
+    loaded = load_model(save_model(model, tmp_path / "bag.zarr"))
+    assert loaded.store == str(members) and type(loaded.store) is str
+    assert np.array_equal(loaded.predict(X), model.predict(X))
+    assert model_info(tmp_path / "bag.zarr")["params"]["store"] == str(members)

@@ -3,7 +3,8 @@
 Everything is arrays plus JSON, never pickle. One encoder of estimator state and one
 allow-list of classes (:mod:`.encoding`) serve model files (:mod:`.model_files`, Zarr v3
 groups) and ensemble member files (:mod:`.members`); :mod:`.results` writes and reads result
-arrays and datasets atomically and opens Zarr inputs; :mod:`.stacker` turns xarray objects into
+arrays and datasets atomically and opens Zarr inputs; :mod:`.formats` / :mod:`.format_writers`
+read and write NetCDF, GeoTIFF, Parquet and CSV; :mod:`.stacker` turns xarray objects into
 ``(samples, features)`` arrays and back.
 
 >>> from ppa_dask import store
@@ -12,6 +13,8 @@ arrays and datasets atomically and opens Zarr inputs; :mod:`.stacker` turns xarr
 """
 
 from ppa_dask.store.encoding import register_estimator
+from ppa_dask.store.format_writers import write_cube, write_table
+from ppa_dask.store.formats import name_features, open_cube, open_table, table_array
 from ppa_dask.store.model_files import (
     FORMAT_VERSION,
     ModelFileError,
@@ -43,4 +46,10 @@ __all__ = [
     "open_dataset",
     "open_input",
     "as_dask_if_zarr",
+    "open_cube",
+    "open_table",
+    "table_array",
+    "name_features",
+    "write_cube",
+    "write_table",
 ]

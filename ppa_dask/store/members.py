@@ -43,11 +43,11 @@ with a warning*, not read: their headers set any attribute named in the file, pr
 included, and kept tuples as lists, so they cannot be read through the allow-list faithfully,
 and refitting costs only time.
 
-Only estimators whose whole state is arrays and plain values can be written (the encoder
-refuses anything else, and :func:`storable` says which): :class:`ppa_dask.PPA` and the linear
-models (``LinearRegression``, ``Ridge``, ``Lasso``, ``LogisticRegression``, ...) and
-pipelines of those; trees, forests and estimators with private fitted state (nearest
-neighbours) are kept in memory only.
+Only estimators whose whole state the model-file encoder can hold are written (it refuses
+anything else, and :func:`storable` says which): :class:`ppa_dask.PPA`, the linear models,
+decision trees, SVMs and nearest neighbours, and pipelines of those; estimators holding code (a
+function parameter) or state that is not plain data (forests' lists of trees, boosting, MLPs)
+are kept in memory only.
 """
 
 from __future__ import annotations
@@ -119,9 +119,11 @@ def storable(estimator):
     --------
     >>> import numpy as np
     >>> from sklearn.linear_model import LinearRegression
-    >>> from sklearn.tree import DecisionTreeRegressor
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import FunctionTransformer
     >>> X, y = np.eye(3), np.arange(3.0)
-    >>> storable(LinearRegression().fit(X, y)), storable(DecisionTreeRegressor().fit(X, y))
+    >>> with_code = make_pipeline(FunctionTransformer(np.tanh), LinearRegression())
+    >>> storable(LinearRegression().fit(X, y)), storable(with_code.fit(X, y))
     (True, False)
     """
     try:

@@ -18,9 +18,12 @@ an array missing, unreadable (truncated) or whose bytes differ from its checksum
 ``"invalid"``). Loading never executes code from the file: classes come from the allow-list of
 :mod:`.encoding` (registered classes such as ``PPA``, and scikit-learn estimators of modules
 already imported), modules named in the file are never imported, and the only code run is the
-allowed class's ``__init__`` with the checked parameters. The checksums detect damage and edits;
-they are not a signature (whoever can write the file can also rewrite its checksums), but a
-forged file can only hold wrong numbers, never run code.
+allowed class's ``__init__`` with the checked parameters (and scikit-learn's decision and
+neighbour trees built from checked arrays, see :mod:`.encoding`), and then the class's own
+``check_fitted_state`` (when it has one: :meth:`ppa_dask.PPA.check_fitted_state`), which refuses
+fitted attributes inconsistent with the parameters or each other (``"invalid"``). The checksums
+detect damage and edits; they are not a signature (whoever can write the file can also rewrite
+its checksums), but a forged file can only hold wrong numbers, never run code.
 
 Files are written to a hidden temporary sibling (``.<name>.tmp-<random>``) and renamed into place
 once complete, so an interrupted save never leaves a file at the target path.
@@ -79,8 +82,11 @@ def save_model(model, path, overwrite=False):
     ----------
     model : estimator
         A fitted estimator of the allow-list: ``PPA``, any class passed to
-        :func:`~ppa_dask.store.register_estimator`, or a scikit-learn estimator whose whole
-        state is its parameters and public fitted attributes (``LinearRegression``, ...).
+        :func:`~ppa_dask.store.register_estimator`, or a scikit-learn estimator whose state
+        is plain data (``LinearRegression``, ``SVC``, ``KNeighborsClassifier``, pipelines of
+        those) or decision trees (:mod:`.encoding` says exactly what is held). A parameter that
+        is a function (``CurveFitRegressor(func)``) is refused with a TypeError: a file never
+        holds code.
     path : str or os.PathLike
         Local directory to create (by convention ending in ``.zarr``).
     overwrite : bool, default=False
@@ -252,12 +258,44 @@ def load_model(path):
     ModelFileNotFound
         Nothing at ``path``.
     ModelFileError
-        Not a model file, a newer format version, tampered, truncated or naming a class outside
-        the allow-list (``reason`` says which). Nothing is built before all checks pass.
+        Not a model file, a newer format version, tampered, truncated, naming a class outside
+        the allow-list, or holding fitted attributes that the class's ``check_fitted_state``
+        refuses (``reason`` says which). Nothing is built before the file's checks pass.
     """
     path, group, record = _read_record(path)
     arrays = _read_arrays(path, group, record)
-    return Decoder(path, arrays).build(record.get("estimator"))
+    model = Decoder(path, arrays).build(record.get("estimator"))
+    _check_fitted_states(path, model, "model")
+    return model
+
+
+def _check_fitted_states(path, value, where):
+    """Run each built estimator's own consistency check (its public ``check_fitted_state``,
+    if its class has one), nested estimators included; a failure is an invalid file."""
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_fitted_states(path, v, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_fitted_states(path, v, f"{where}[{k!r}]")
+        return
+    if not (hasattr(value, "get_params") and not isinstance(value, type)):
+        return
+    fitted = {k: v for k, v in vars(value).items() if k.endswith("_") and not k.startswith("_")}
+    for name, v in fitted.items():
+        _check_fitted_states(path, v, f"{where}.{name}")
+    # fitted estimators can also be parameters: a Pipeline's steps (make_ppa_knn's PPA)
+    for name, v in value.get_params(deep=False).items():
+        _check_fitted_states(path, v, f"{where}.{name}")
+    check = getattr(type(value), "check_fitted_state", None)
+    if fitted and callable(check):  # (an unfitted template has nothing to check)
+        try:
+            value.check_fitted_state()
+        except ValueError as exc:
+            raise ModelFileError(
+                f"{path!r}: {where} ({type(value).__name__}) is inconsistent: {exc}", "invalid"
+            ) from None
 
 
 def model_info(path):

@@ -35,9 +35,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
+import threading
 
 import numpy as np
 
+from ppa_dask.store import formats
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.files import remove_path, temp_sibling
 from ppa_dask.utils.version import VERSION
@@ -230,14 +233,137 @@ def _is_result_array(path):
     return written_by_us(path, "array", _RESULT_FORMAT)
 
 
-def _store_into(x, z):
+# -------------------------------------------------------------------------------------------
+# temporaries: marked with their writer, cleaned up on failure, stale ones removed with proof
+# -------------------------------------------------------------------------------------------
+
+#: The file a temporary folder holds first: who writes it (host, pid) and for which target.
+WRITER_FILE = "ppa-dask-writer.json"
+_STORE_DIR = "zarr"
+#: In-process bookkeeping of the chunk writes of each temporary (keyed by its marker path).
+_WRITES = threading.Condition()
+_IN_FLIGHT = {}
+_ABANDONED = set()
+
+
+def _alive(pid):
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def stale_temporaries(path):
+    """The temporaries beside ``path`` that a dead ppa-dask writer on this host left behind.
+
+    Only folders named like this library's temporaries of ``path`` whose writer file says this
+    host, the target ``path``, and a process id that is no longer alive: anything else (no
+    marker, another host, a live writer) is never listed.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> stale_temporaries(os.path.join(tempfile.mkdtemp(), "x.zarr"))
+    []
+    """
+    parent, base = os.path.split(os.path.abspath(os.fspath(path)))
+    prefix = f".{base}.tmp-"
+    try:
+        names = sorted(n for n in os.listdir(parent) if n.startswith(prefix))
+    except OSError:
+        return []
+    stale = []
+    for name in names:
+        folder = os.path.join(parent, name)
+        try:
+            with open(os.path.join(folder, WRITER_FILE)) as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict):
+            continue
+        pid = record.get("pid")
+        if (
+            record.get("writer") == "ppa-dask"
+            and record.get("host") == socket.gethostname()
+            and record.get("target") == base
+            and isinstance(pid, int)
+            and not isinstance(pid, bool)
+            and not _alive(pid)
+        ):
+            stale.append(folder)
+    return stale
+
+
+def _begin_temporary(path, inside=True):
+    """A fresh marked temporary folder beside ``path``; returns it and the store path: a
+    folder in it, or (``inside=False``) the temporary itself, its writer file removed before
+    it is renamed into place.
+
+    Stale temporaries of ``path`` (see :func:`stale_temporaries`) are removed first."""
+    for folder in stale_temporaries(path):
+        remove_path(folder)
+    tmp = temp_sibling(path)
+    os.makedirs(os.path.dirname(tmp), exist_ok=True)
+    os.mkdir(tmp)
+    record = {
+        "writer": "ppa-dask",
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "target": os.path.basename(path),
+    }
+    with open(os.path.join(tmp, WRITER_FILE), "w") as f:
+        json.dump(record, f)
+    return tmp, (os.path.join(tmp, _STORE_DIR) if inside else tmp)
+
+
+def _abandon_temporary(tmp):
+    """Remove a failed write's temporary once no chunk write of this process is in flight;
+    later chunk writes find its marker gone and write nothing."""
+    marker = os.path.join(tmp, WRITER_FILE)
+    with _WRITES:
+        _ABANDONED.add(marker)
+        _WRITES.wait_for(lambda: _IN_FLIGHT.get(marker, 0) == 0, timeout=60)
+        remove_path(tmp)
+        _ABANDONED.discard(marker)
+
+
+class _MarkedChunks:
+    """A ``da.store`` target writing a chunk only while its temporary's marker is there, so a
+    task still running after a failure does not recreate the removed temporary."""
+
+    def __init__(self, z, marker):
+        self.z, self.marker = z, marker
+
+    def __setitem__(self, key, value):
+        with _WRITES:
+            if self.marker in _ABANDONED or not os.path.exists(self.marker):
+                return
+            _IN_FLIGHT[self.marker] = _IN_FLIGHT.get(self.marker, 0) + 1
+        try:
+            self.z[key] = value
+        finally:
+            with _WRITES:
+                _IN_FLIGHT[self.marker] -= 1
+                if not _IN_FLIGHT[self.marker]:
+                    del _IN_FLIGHT[self.marker]
+                _WRITES.notify_all()
+
+
+def _store_into(x, z, marker=None):
     """Fill the Zarr array ``z`` from ``x`` (numpy in-process, Dask one task per chunk)."""
 
     if is_dask(x):
         import dask.array as da
 
+        target = z if marker is None else _MarkedChunks(z, marker)
         # Dask chunks coincide with Zarr chunks, so tasks never share a chunk: no lock
-        da.store(x, z, lock=False, compute=True)
+        da.store(x, target, lock=False, compute=True)
     else:
         z[...] = x
 
@@ -365,14 +491,17 @@ def write_array(
         target = os.path.join(path, name)
     check_target(target, overwrite, _is_result_array, "ppa-dask result array")
     # the temporary sits beside the target's group, not inside it, so it is never a member
-    tmp = temp_sibling(path if name is None else path + "." + name)
+    # the array is the temporary itself: an interrupted write leaves an incomplete array there
+    tmp, _ = _begin_temporary(path if name is None else path + "." + name, inside=False)
+    marker = os.path.join(tmp, WRITER_FILE)
     try:
         z = create(tmp, False)
-        _store_into(x, z)
+        _store_into(x, z, marker=marker)
         finish(z)
+        os.remove(marker)  # every chunk is stored: no write can come after this
         move_into_place(tmp, target, overwrite, _is_result_array, "ppa-dask result array")
     except BaseException:
-        remove_path(tmp)
+        _abandon_temporary(tmp)
         raise
     return target
 
@@ -461,6 +590,13 @@ def open_input(path_or_url, variable=None, storage_options=None):
     import dask.array as da
     import zarr
 
+    # NetCDF / GeoTIFF: a lazy DataArray (fit it with feature_dim=); Parquet / CSV: the table's
+    # (samples, features) Dask array, ``variable`` naming its columns (ppa_dask.store.formats)
+    fmt = formats.file_format(path_or_url)
+    if fmt in formats.CUBE_FORMATS or formats.is_series(path_or_url):
+        return formats.open_cube(path_or_url, variable=variable)
+    if fmt in formats.TABLE_FORMATS:
+        return formats.table_array(formats.open_table(path_or_url, columns=variable))[0]
     node = _open_node(path_or_url, storage_options)
     where = os.fspath(path_or_url)
     if isinstance(node, zarr.Group):
@@ -527,19 +663,20 @@ def write_dataset(obj, path, overwrite=False):
     path = local_path(path)
     check_target(path, overwrite, _is_dataset_dir, "ppa-dask dataset")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = temp_sibling(path)
+    tmp, tmp_store = _begin_temporary(path)
     try:
-        obj.to_zarr(tmp, mode="w-", zarr_format=3, consolidated=False)
+        obj.to_zarr(tmp_store, mode="w-", zarr_format=3, consolidated=False)
         import zarr
 
-        group = zarr.open_group(tmp, mode="r+")
+        group = zarr.open_group(tmp_store, mode="r+")
         marker = _result_marker(True)
         marker["format"] = _DATASET_FORMAT
         group.attrs[ATTRS_KEY] = marker
-        move_into_place(tmp, path, overwrite, _is_dataset_dir, "ppa-dask dataset")
+        move_into_place(tmp_store, path, overwrite, _is_dataset_dir, "ppa-dask dataset")
     except BaseException:
-        remove_path(tmp)
+        _abandon_temporary(tmp)
         raise
+    remove_path(tmp)  # only its writer file is left
     return path
 
 

@@ -40,7 +40,8 @@ def check_dask_samples(X, name="X", min_samples=1, min_features=1, who="this est
     numpy input is validated by scikit-learn (``validate_data`` / ``check_array``); a Dask
     array is checked here without computing anything: two dimensions, a real dtype, known chunk
     sizes (a row count is needed before the first pass), and enough samples and features.
-    Feature chunks are merged, since every block kernel needs whole rows.
+    Feature chunks are merged, since every block kernel needs whole rows. A boolean array is
+    cast to float64 lazily, as scikit-learn casts a numpy one.
 
     Parameters
     ----------
@@ -62,17 +63,26 @@ def check_dask_samples(X, name="X", min_samples=1, min_features=1, who="this est
     >>> import dask.array as da
     >>> check_dask_samples(da.ones((6, 4), chunks=(3, 2))).chunks
     ((3, 3), (4,))
+    >>> check_dask_samples(da.ones((6, 4), dtype=bool)).dtype
+    dtype('float64')
     """
     import numpy as np
 
     if X.ndim != 2:
         raise ValueError(f"Expected a 2D array for {name}, got a {X.ndim}D Dask array.")
+    if np.issubdtype(X.dtype, np.bool_):
+        X = X.astype(np.float64)
     if not (np.issubdtype(X.dtype, np.floating) or np.issubdtype(X.dtype, np.integer)):
         raise TypeError(f"{name} must hold real numbers, got Dask array of dtype {X.dtype}.")
-    if any(np.isnan(c) for c in X.chunks[0]) or any(np.isnan(c) for c in X.chunks[1]):
-        raise ValueError(
-            f"{name} has unknown chunk sizes (shape {X.shape}); call compute_chunk_sizes() first."
-        )
+    for axis, what in ((1, "feature (column)"), (0, "sample (row)")):
+        if any(np.isnan(c) for c in X.chunks[axis]):
+            raise ValueError(
+                f"{name} has unknown chunk sizes (shape {X.shape}): its {what} chunk sizes "
+                "are unknown, as after boolean indexing or a dask dataframe's to_dask_array(); "
+                "call "
+                f"{name}.compute_chunk_sizes() first, or build it with known sizes "
+                "(to_dask_array(lengths=True))."
+            )
     if X.shape[1] < min_features:
         raise ValueError(
             f"Found array with {X.shape[1]} feature(s) (shape={X.shape}) while a minimum of "

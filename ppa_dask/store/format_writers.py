@@ -1,0 +1,385 @@
+"""Writing results in the formats users hold: GeoTIFF, NetCDF, Parquet and CSV.
+
+:func:`write_cube` writes component images or reconstructions as a GeoTIFF (one band per
+component, the CRS and transform of the input, tiled) or a NetCDF file (CF attributes, the
+input's coordinates and global attributes); :func:`write_table` writes a ``(samples, k)`` array
+as Parquet or CSV with named columns. Dask data are written chunk by chunk on the current
+scheduler, never gathered.
+
+Every write goes to a hidden temporary sibling renamed into place when complete
+(:func:`ppa_dask.store.results.move_into_place`), so the target only ever holds a whole file.
+An existing target is replaced only with ``overwrite=True`` and only when ppa-dask wrote it:
+GeoTIFF, NetCDF and Parquet outputs carry a record (a ``PPA_DASK`` TIFF tag, a ``ppa_dask``
+global attribute, a ``ppa_dask`` key of the Parquet schema metadata); a CSV file carries none,
+so an existing CSV is never replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import numpy as np
+
+from ppa_dask.store.formats import BAND_DIM, CUBE_FORMATS, TABLE_FORMATS, file_format
+from ppa_dask.store.results import check_target, local_path, move_into_place
+from ppa_dask.utils.compute import current_client
+from ppa_dask.utils.files import remove_path, temp_sibling
+from ppa_dask.utils.version import VERSION
+
+__all__ = ["CUBE_FORMAT", "write_cube", "write_table", "written_by_ppa_dask"]
+
+#: The ``format`` of the record stored in the files :func:`write_cube` / :func:`write_table`
+#: write.
+CUBE_FORMAT = "ppa-dask-file"
+_TIFF_TAG = "PPA_DASK"
+_NC_ATTR = "ppa_dask"
+_DEFAULT_BLOCK = 256
+_COMPONENT_DIM = "component"
+
+
+def _record(what):
+    return json.dumps(
+        {"format": CUBE_FORMAT, "format_version": 1, "library_version": VERSION, "what": what}
+    )
+
+
+def _is_record(text):
+    try:
+        return json.loads(text).get("format") == CUBE_FORMAT
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def written_by_ppa_dask(path):
+    """Whether ``path`` is a GeoTIFF, NetCDF or Parquet output of :func:`write_cube` /
+    :func:`write_table` (only those are replaced with ``overwrite=True``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> written_by_ppa_dask(os.path.join(tempfile.mkdtemp(), "absent.tif"))
+    False
+    """
+    fmt = file_format(path)
+    try:
+        if fmt == "geotiff":
+            import rasterio
+
+            with rasterio.open(path) as src:
+                return _is_record(src.tags().get(_TIFF_TAG))
+        if fmt == "netcdf":
+            import h5netcdf
+
+            with h5netcdf.File(path, "r") as f:
+                return _is_record(f.attrs.get(_NC_ATTR))
+        if fmt == "parquet" and os.path.isdir(path):
+            import pyarrow.parquet as pq
+
+            parts = sorted(p for p in os.listdir(path) if p.endswith(".parquet"))
+            if not parts:
+                return False
+            meta = pq.read_schema(os.path.join(path, parts[0])).metadata or {}
+            return _is_record(meta.get(_NC_ATTR.encode(), b"").decode())
+    except Exception:  # unreadable, or not of that format: not ours
+        return False
+    return False
+
+
+def _target(path, overwrite, fmt_allowed, what):
+    fmt = file_format(path)
+    if fmt not in fmt_allowed:
+        raise ValueError(
+            f"{os.fspath(path)!r}: {what} writes {', '.join(fmt_allowed)} files, named by their "
+            f"suffix ({', '.join(_suffixes(fmt_allowed))})"
+        )
+    path = local_path(path)
+    check_target(path, overwrite, written_by_ppa_dask, f"{fmt} file written by ppa-dask")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return path, fmt
+
+
+_SUFFIX = {"netcdf": ".nc", "geotiff": ".tif", "parquet": ".parquet", "csv": ".csv"}
+
+
+def _suffixes(formats):
+    return [_SUFFIX[f] for f in formats]
+
+
+def _write_lock(name):
+    """A lock serialising the chunk writes into one file: a distributed Lock on a cluster
+    (workers in other processes), a thread lock otherwise."""
+    if current_client() is not None:
+        from distributed import Lock
+
+        return Lock(f"ppa-dask-write-{name}")
+    return threading.Lock()
+
+
+def _like_attrs(like):
+    """(variable attrs, global attrs, source path) of the input ``like`` (a DataArray, a
+    Dataset or a path of a NetCDF / GeoTIFF file)."""
+    import xarray as xr
+
+    if like is None:
+        return {}, {}, None
+    if isinstance(like, (str, os.PathLike)):
+        source = os.fspath(like)
+        var_attrs = {}
+    elif isinstance(like, xr.DataArray):
+        source = like.encoding.get("source")
+        var_attrs = dict(like.attrs)
+    elif isinstance(like, xr.Dataset):
+        return {}, dict(like.attrs), like.encoding.get("source")
+    else:
+        raise TypeError(f"like must be an xarray object or a file path, got {type(like)}")
+    global_attrs = {}
+    if source and file_format(source) == "netcdf" and os.path.exists(source):
+        import h5netcdf
+
+        with h5netcdf.File(source, "r") as f:
+            global_attrs = {k: _plain(v) for k, v in f.attrs.items() if not k.startswith("_")}
+        global_attrs.pop(_NC_ATTR, None)
+    return var_attrs, global_attrs, source
+
+
+def _plain(value):
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, np.ndarray) and value.size == 1:
+        return value.item()
+    return value
+
+
+def _check_spatial(obj):
+    dims = [d for d in obj.dims if d not in ("y", "x")]
+    if "y" not in obj.dims or "x" not in obj.dims or len(dims) > 1:
+        raise ValueError(
+            f"a GeoTIFF holds images (y, x) with at most one band dimension; got dimensions "
+            f"{obj.dims} (write such arrays as NetCDF, .nc)"
+        )
+    return dims[0] if dims else None
+
+
+def _write_geotiff(obj, tmp, like, block, what):
+    import rioxarray  # noqa: F401  (registers the .rio accessor)
+
+    band = _check_spatial(obj)
+    if band is None:
+        obj = obj.expand_dims({BAND_DIM: [1]})
+        band = BAND_DIM
+    obj = obj.transpose(band, "y", "x")
+    if obj.rio.crs is None and like is not None and getattr(like, "rio", None) is not None:
+        try:
+            crs = like.rio.crs
+        except Exception:
+            crs = None
+        if crs is not None:
+            obj = obj.rio.write_crs(crs)
+            if like.sizes.get("y") == obj.sizes["y"] and like.sizes.get("x") == obj.sizes["x"]:
+                obj = obj.rio.write_transform(like.rio.transform())
+    if band in obj.coords:
+        labels = [f"{band} {v}" for v in np.asarray(obj[band].values).tolist()]
+    else:
+        labels = [f"{band} {i + 1}" for i in range(obj.sizes[band])]
+    obj = obj.astype(np.float64)
+    obj.attrs = {"long_name": tuple(labels)}
+    obj = obj.rio.write_nodata(np.nan, encoded=False)
+    if like is not None and getattr(like, "chunks", None) and "y" in like.dims:
+        chunks = dict(zip(like.dims, like.chunks))
+        block = (int(chunks["y"][0]), int(chunks["x"][0]))
+    # TIFF tiles are multiples of 16 pixels
+    by, bx = (max(16, int(b) // 16 * 16) for b in block)
+    data = obj.data
+    is_lazy = hasattr(data, "dask")
+    if is_lazy:
+        obj = obj.chunk({band: -1, "y": by, "x": bx})
+    obj.rio.to_raster(
+        tmp,
+        driver="GTiff",
+        tiled=True,
+        blockxsize=bx,
+        blockysize=by,
+        tags={_TIFF_TAG: _record(what)},
+        lock=_write_lock(os.path.basename(tmp)) if is_lazy else None,
+        compute=True,
+    )
+
+
+def _write_netcdf(obj, tmp, like, name, what):
+    import xarray as xr
+
+    var_attrs, global_attrs, _ = _like_attrs(like)
+    if isinstance(obj, xr.DataArray):
+        name = name or (obj.name if obj.name is not None else "data")
+        attrs = dict(obj.attrs)
+        if _COMPONENT_DIM in obj.dims:
+            source_name = var_attrs.get("long_name") or (
+                getattr(like, "name", None) if isinstance(like, xr.DataArray) else None
+            )
+            attrs.setdefault(
+                "long_name",
+                "PPA coefficients" + (f" of {source_name}" if source_name else ""),
+            )
+            # PPA is volume preserving: the coefficients are lengths in the input's units
+            if "units" in var_attrs:
+                attrs.setdefault("units", var_attrs["units"])
+        else:
+            for key in ("long_name", "standard_name", "units"):
+                if key in var_attrs:
+                    attrs.setdefault(key, var_attrs[key])
+        ds = obj.rename(name).to_dataset()
+        ds[name].attrs = attrs
+    elif isinstance(obj, xr.Dataset):
+        ds = obj.copy()
+    else:
+        raise TypeError(f"write_cube needs an xarray DataArray or Dataset, got {type(obj)}")
+    if _COMPONENT_DIM in ds.coords:
+        ds[_COMPONENT_DIM].attrs.setdefault("long_name", "PPA component (1 = first)")
+    ds.attrs = {**global_attrs, **ds.attrs, _NC_ATTR: _record(what)}
+    ds.attrs.setdefault("Conventions", "CF-1.8")
+    encoding = {}
+    for v in ds.variables:
+        ds[v].encoding = {}
+    for v in ds.data_vars:
+        chunks = ds[v].chunks
+        if chunks:
+            # storage chunks = Dask chunks, so reading the file back is chunk-aligned
+            encoding[v] = {"chunksizes": tuple(max(int(c[0]), 1) for c in chunks)}
+    ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding, compute=True)
+
+
+def write_cube(obj, path, like=None, *, name=None, overwrite=False, what="components"):
+    """Write component images or reconstructions as a GeoTIFF or NetCDF file, atomically.
+
+    Parameters
+    ----------
+    obj : xarray.DataArray or xarray.Dataset
+        E.g. ``model.transform(cube)`` (dims ``component``, ``y``, ``x``) or
+        ``model.inverse_transform(...)``. Dask data are written chunk by chunk.
+    path : str or os.PathLike
+        ``.tif`` / ``.tiff`` (GeoTIFF) or ``.nc`` / ``.nc4`` / ``.cdf`` (NetCDF).
+    like : xarray.DataArray or str, optional
+        The input the result came from (or its path): its CRS and transform (GeoTIFF) when
+        ``obj`` lost them, its tile size, its ``long_name`` / ``units`` and global attributes
+        (NetCDF).
+    name : str, optional
+        NetCDF: the variable name (default: ``obj.name``).
+    overwrite : bool, default=False
+        Replace an existing file, only one written by ppa-dask.
+    what : str
+        Recorded in the file's ``ppa_dask`` record.
+
+    Returns
+    -------
+    path : str
+        The absolute path written.
+
+    Notes
+    -----
+    GeoTIFF: tiled (the input's block size, else 256), float64, NaN as nodata, one band per
+    component with the description ``component i``, the CRS and transform of ``obj``'s
+    ``spatial_ref`` coordinate (``rioxarray``), else of ``like``. An array without ``y`` and
+    ``x`` dimensions, or with more than one other dimension, is refused. NetCDF: the
+    coordinates of ``obj`` (those of the input), CF attributes (``long_name``, ``units``
+    where the input has them, ``Conventions``), the input's global attributes; storage chunks
+    equal to the Dask chunks.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, xarray as xr
+    >>> import rioxarray  # the .rio accessor
+    >>> from ppa_dask.store import open_cube, write_cube
+    >>> folder = tempfile.mkdtemp()
+    >>> t = np.random.default_rng(0).uniform(size=(32, 32))
+    >>> img = xr.DataArray(np.stack([t, t**2, t**3]), dims=("band", "y", "x"),
+    ...                    coords={"y": 100.0 - np.arange(32), "x": 5.0 + np.arange(32)})
+    >>> img = img.rio.write_crs("EPSG:32633")
+    >>> p = write_cube(img, os.path.join(folder, "img.tif"))
+    >>> back = open_cube(p)
+    >>> str(back.rio.crs), back.sizes["band"]
+    ('EPSG:32633', 3)
+    """
+    import xarray as xr
+
+    if not isinstance(obj, (xr.DataArray, xr.Dataset)):
+        raise TypeError(f"write_cube needs an xarray DataArray or Dataset, got {type(obj)}")
+    path, fmt = _target(path, overwrite, CUBE_FORMATS, "write_cube")
+    if fmt == "geotiff" and isinstance(obj, xr.Dataset):
+        raise ValueError(f"{path!r}: a GeoTIFF holds one array; write a Dataset as NetCDF (.nc)")
+    if fmt == "geotiff":
+        _check_spatial(obj)
+    tmp = temp_sibling(path)
+    try:
+        if fmt == "geotiff":
+            _write_geotiff(obj, tmp, like, (_DEFAULT_BLOCK, _DEFAULT_BLOCK), what)
+        else:
+            _write_netcdf(obj, tmp, like, name, what)
+        move_into_place(
+            tmp, path, overwrite, written_by_ppa_dask, f"{fmt} file written by ppa-dask"
+        )
+    except BaseException:
+        remove_path(tmp)
+        raise
+    return path
+
+
+def write_table(X, path, columns=None, *, overwrite=False, what="components"):
+    """Write a ``(samples, k)`` numpy or Dask array as Parquet or CSV with named columns.
+
+    Parameters
+    ----------
+    X : numpy.ndarray or dask.array.Array of shape (n_samples, k)
+    path : str or os.PathLike
+        ``.parquet`` / ``.pq`` (a folder of parts, one per row chunk) or ``.csv`` (one file).
+    columns : list of str, optional
+        Column names (default ``x0 .. x{k-1}``), e.g. ``model.get_feature_names_out()``.
+    overwrite : bool, default=False
+        Replace an existing Parquet output of ppa-dask (an existing CSV is never replaced: it
+        carries no record saying who wrote it).
+    what : str
+        Recorded in the Parquet schema metadata.
+
+    Returns
+    -------
+    path : str
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np
+    >>> from ppa_dask.store import open_table, write_table
+    >>> p = write_table(np.eye(3), os.path.join(tempfile.mkdtemp(), "r.parquet"),
+    ...                 columns=["a", "b", "c"])
+    >>> list(open_table(p).columns)
+    ['a', 'b', 'c']
+    """
+    import dask.array as da
+    import dask.dataframe as dd
+
+    X = X if hasattr(X, "dask") else da.from_array(np.asarray(X))
+    if X.ndim != 2:
+        raise ValueError(f"write_table writes 2-D arrays (samples x columns), got shape {X.shape}")
+    columns = [f"x{j}" for j in range(X.shape[1])] if columns is None else list(map(str, columns))
+    if len(columns) != X.shape[1]:
+        raise ValueError(f"{len(columns)} column names for {X.shape[1]} columns")
+    if file_format(path) == "csv" and os.path.lexists(local_path(path)):
+        raise FileExistsError(
+            f"{os.fspath(path)!r} already exists; a CSV file carries no record of who wrote it, "
+            "so ppa-dask never replaces one: remove it or choose another name"
+        )
+    path, fmt = _target(path, overwrite, TABLE_FORMATS, "write_table")
+    frame = dd.from_dask_array(X.rechunk({1: -1}), columns=columns)
+    tmp = temp_sibling(path)
+    try:
+        if fmt == "parquet":
+            frame.to_parquet(tmp, write_index=False, custom_metadata={_NC_ATTR: _record(what)})
+        else:
+            frame.to_csv(tmp, single_file=True, index=False)
+        move_into_place(
+            tmp, path, overwrite, written_by_ppa_dask, f"{fmt} file written by ppa-dask"
+        )
+    except BaseException:
+        remove_path(tmp)
+        raise
+    return path
