@@ -64,3 +64,48 @@ def test_cv_picks_a_curved_fit_for_curved_data():
     model = PPA(degree=range(1, 6), random_state=0).fit(X)
     assert model.degrees_[0] >= 2
     assert model.cv_scores_[0, 0] > 10 * model.cv_scores_[0, 1]
+
+
+# --- float32 input is computed in float64 -----------------------------------------------------
+
+_FLOAT32_ARRAYS = (
+    "mean_",
+    "leading_vectors_",
+    "coefficients_",
+    "basis_intervals_",
+    "alpha_ranges_",
+    "residual_basis_",
+    "cv_scores_",
+    "explained_variance_",
+    "residual_variance_",
+)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_float32_input_gives_exactly_the_float64_model_of_the_same_numbers(kind):
+    # the same numbers in float64: every operation on them is float64, so the models and their
+    # outputs are identical bit for bit (any float32 arithmetic would show up as a difference)
+    import dask.array as da
+
+    X32 = random_nonlinear(1500, 5).astype(np.float32)
+    X64 = X32.astype(np.float64)
+
+    def as_kind(a):
+        return a if kind == "numpy" else da.from_array(a, chunks=(400, 5))
+
+    m32 = PPA(random_state=0).fit(as_kind(X32))
+    m64 = PPA(random_state=0).fit(as_kind(X64))
+    np.testing.assert_array_equal(m32.degrees_, m64.degrees_)
+    for name in _FLOAT32_ARRAYS:
+        np.testing.assert_array_equal(getattr(m32, name), getattr(m64, name), err_msg=name)
+    R32 = np.asarray(m32.transform(as_kind(X32)))
+    assert R32.dtype == np.float64
+    np.testing.assert_array_equal(R32, np.asarray(m64.transform(as_kind(X64))))
+    R = R32.astype(np.float32)
+    np.testing.assert_array_equal(
+        np.asarray(m32.inverse_transform(as_kind(R))),
+        np.asarray(m64.inverse_transform(as_kind(R.astype(np.float64)))),
+    )
+    np.testing.assert_array_equal(
+        np.asarray(m32.jacobian(as_kind(X32[:20]))), np.asarray(m64.jacobian(as_kind(X64[:20])))
+    )

@@ -237,3 +237,79 @@ def test_import_and_fit_without_a_writable_numba_cache():
     X = np.random.default_rng(0).normal(size=(400, 4)) * [3, 2, 1, 0.5]
     expected = PPA(degree=(1, 2, 3), random_state=0).fit(X).transform(X[:3])
     np.testing.assert_allclose(json.loads(done.stdout), expected, rtol=0, atol=1e-12)
+
+
+def _plain_ahead_moments(Y, start, E, offsets, scales, degree, seed, n_folds):
+    """Per direction ``E[j]``: the plain fold moments on ``Y``, with ``zz`` orthogonal to the
+    directions ``E[:j + 1]`` (what a pass gathering steps ahead returns for each)."""
+    out = []
+    for j, (e, offset, scale) in enumerate(zip(E, offsets, scales)):
+        plain, pmin, pmax = _plain_moments(Y, start, e, offset, scale, degree, seed, n_folds)
+        folds = kernels.fold_labels(start, start + Y.shape[1], seed, n_folds)
+        earlier = (E[: j + 1] @ Y) ** 2  # alpha_i^2 of every direction up to this one
+        for fold, entry in enumerate(plain):
+            rows = folds == fold
+            z = np.sum(Y[:, rows] ** 2) - earlier[:, rows].sum() if n_folds > 1 else 0.0
+            plain[fold] = (*entry[:2], z, entry[3])
+        out.append((plain, pmin, pmax))
+    return out
+
+
+@pytest.mark.parametrize("n_ahead", [1, 3])  # 2 directions: folds weighted; 4: rows gathered
+@pytest.mark.parametrize("n_folds", [1, 2, 3])
+def test_pending_steps_and_steps_ahead_in_one_sweep_equal_numpy(n_folds, n_ahead):
+    """Several fitted steps applied chunk by chunk in the sweep (one curved, with rows beyond its
+    training range, and linear ones), then the moments of the step and of the steps gathered
+    ahead, each equal to numpy's on the residual the steps leave, fold by fold."""
+    assert _fused.GATHER_FROM in (3, 4)  # the two cases below take both strategies
+    rng = np.random.default_rng(20 + n_folds + n_ahead)
+    f, n, degree = 6, 2501, 3
+    Y = rng.normal(size=(f, n)) * np.linspace(2, 0.5, f)[:, None]
+    steps = [
+        _step(rng, f, 3, lo=-0.4, hi=0.5),
+        _step(rng, f, 1),
+        _step(rng, f, 1, lo=-0.2, hi=0.3),
+    ]
+    expected = Y
+    for step in steps:
+        expected = _plain_step(expected, step)[1]
+    E = np.linalg.qr(rng.normal(size=(f, 1 + n_ahead)))[0].T
+    offsets, scales = rng.normal(size=1 + n_ahead) * 0.1, 2.0 + rng.uniform(size=1 + n_ahead)
+    out = np.empty((f, n))
+    parts = _fused.fused_step_pass(
+        Y, 77, steps, E[0], offsets[0], scales[0], degree, seed=4, n_folds=n_folds, out=out,
+        ahead=(E[1:], offsets[1:], scales[1:]),
+    )  # fmt: skip
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12)
+    plain = _plain_ahead_moments(expected, 77, E, offsets, scales, degree, 4, n_folds)
+    assert len(parts) == 1 + n_ahead
+    for (sums, yv, zz, counts, tmin, tmax), (folds, pmin, pmax) in zip(parts, plain):
+        for fold, (psums, pyv, pzz, pcount) in enumerate(folds):
+            assert counts[fold] == pcount
+            np.testing.assert_allclose(sums[fold], psums, rtol=1e-12, atol=1e-9)
+            np.testing.assert_allclose(yv[fold], pyv, rtol=1e-12, atol=1e-9)
+            np.testing.assert_allclose(zz[fold], pzz, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose([tmin, tmax], [pmin, pmax], rtol=1e-13)
+
+
+def test_samples_centred_and_every_fitted_step_applied_in_one_sweep():
+    """Recomputing the residual from the source (``residual_cache="recompute"``): the pass
+    centres the samples and re-applies every fitted step, float64 in one sweep, float32 and
+    non-contiguous input slice by slice; each equals numpy."""
+    rng = np.random.default_rng(31)
+    X = (rng.normal(size=(2100, 5)) + 4.0).astype(np.float32).astype(np.float64)
+    mean = X.mean(axis=0)
+    steps = (_step(rng, 5, 2), _step(rng, 5, 1))
+    expected = (X - mean).T
+    for step in steps:
+        expected = _plain_step(expected, step)[1]
+    e = np.linalg.qr(rng.normal(size=(5, 1)))[0][:, 0]
+    plain, _, _ = _plain_moments(expected, 0, e, 0.0, 3.0, 2, 1, 2)
+    for source in (X, X.astype(np.float32), np.asfortranarray(X)):
+        residual, moments = kernels.pass_kernel(
+            source, 0, mean, steps, e, 0.0, 3.0, 2, 1, 2, keep=True, sub_block=700
+        )
+        np.testing.assert_allclose(residual, expected, atol=1e-12)
+        for fold, (_, pyv, _pzz, pcount) in enumerate(plain):
+            assert moments["n"][fold] == pcount
+            np.testing.assert_allclose(moments["yv"][fold], pyv, rtol=1e-12, atol=1e-9)

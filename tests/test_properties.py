@@ -1,9 +1,15 @@
 """The paper's properties of PPA (sections 2 and 3): PCA as a special case, better than PCA,
 exact inverse, volume preservation, analytic Jacobian."""
 
+import os
+
+import hypothesis
+import hypothesis.strategies as st
 import numpy as np
 import pytest
 from conftest import noisy_helix, random_nonlinear
+from direct_ppa import fit_direct, reconstruct_direct
+from numpy.polynomial.chebyshev import chebval
 from sklearn.decomposition import PCA
 
 from ppa_dask import PPA
@@ -184,17 +190,37 @@ def test_far_points_give_finite_output_and_exact_inverse():
     np.testing.assert_allclose(np.linalg.det(model.jacobian(far)), 1.0, atol=1e-9)
 
 
-def test_linear_extension_is_continuous_at_the_range_ends():
-    X = noisy_helix()
-    model = PPA(degree=9).fit(X)
-    e = model.leading_vectors_[0]
-    lo, hi = model.alpha_ranges_[0]
-    # points along e_1 just inside and just outside the fitted range
-    for end in (lo, hi):
-        inside = model.mean_ + (end - np.sign(end) * 1e-9) * e
-        outside = model.mean_ + (end + np.sign(end) * 1e-9) * e
-        R_in, R_out = model.transform(np.vstack([inside, outside]))
-        np.testing.assert_allclose(R_in, R_out, atol=1e-6)
+def test_beyond_the_range_each_curve_continues_along_its_tangent_at_the_end():
+    # one step in 2-D: at x = mean + a e_1 the residual is -U v(t), so the second output is
+    # -p(t) with p = residual_basis^T U in Chebyshev coefficients, t = (a - offset) / scale;
+    # beyond the training range [lo, hi] of a it must be p's tangent line at the nearest end
+    rng = np.random.default_rng(8)
+    t = rng.uniform(-1, 1, 3000)
+    X = np.column_stack([t, t**2 - 0.3 * t**3 + 0.05 * rng.normal(size=t.size)])
+    model = PPA(degree=5).fit(X)
+    e, (offset, scale), (lo, hi) = (
+        model.leading_vectors_[0],
+        model.basis_intervals_[0],
+        model.alpha_ranges_[0],
+    )
+    p = model.residual_basis_[:, 0] @ model.coefficients_[0]
+    dp = np.polynomial.chebyshev.chebder(p)
+    for end, side in ((lo, -1.0), (hi, 1.0)):
+        t_end = (end - offset) / scale
+        value, slope = -chebval(t_end, p), -chebval(t_end, dp) / scale
+        assert abs(slope) > 0.1  # a curved end: a wrong continuation slope would show
+        a = end + side * np.array([1e-6, 1e-3, 0.1, 1.0, 10.0])
+        R = model.transform(model.mean_ + a[:, None] * e)
+        np.testing.assert_allclose(R[:, 0], a, rtol=1e-12)
+        np.testing.assert_allclose(R[:, 1], value + slope * (a - end), rtol=0, atol=1e-10)
+        # the Jacobian there agrees: d R_1 / d a along e_1 is the end's slope
+        np.testing.assert_allclose(
+            model.jacobian(model.mean_ + a[:, None] * e)[:, 1] @ e, slope, rtol=1e-9
+        )
+        # just inside, the output is the polynomial itself
+        inside = end - side * 1e-3
+        R_in = model.transform((model.mean_ + inside * e)[None])[0]
+        np.testing.assert_allclose(R_in[1], -chebval((inside - offset) / scale, p), atol=1e-12)
 
 
 def test_polynomial_extrapolation_grows_faster_than_linear():
@@ -221,3 +247,129 @@ def test_japanese_vowels_half_split_degree_five_stays_finite():
     raw = PPA(degree=5, extrapolation="polynomial").fit(train).transform(test)
     # the remedy only changes points outside the training range of some alpha
     assert np.abs(raw).max() > np.abs(R).max()
+
+
+# --- the same properties over random shapes, degrees, chunkings and scales (hypothesis) --------
+
+# HYPOTHESIS_PROFILE=ppa-large runs many more examples; the default keeps this file quick. The
+# profiles are applied per test (not loaded globally), so other test files keep their settings.
+hypothesis.settings.register_profile("ppa-small", max_examples=15, deadline=None)
+hypothesis.settings.register_profile("ppa-large", max_examples=200, deadline=None)
+SETTINGS = hypothesis.settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ppa-small"))
+
+
+@st.composite
+def curved_data(draw):
+    """Random curved data: a latent u in [-1, 1], each further coordinate a random cubic of u
+    plus noise, columns of distinct spread (so leading directions are well defined), rotated."""
+    n = draw(st.integers(60, 300))
+    d = draw(st.integers(2, 5))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(-1, 1, n)
+    cols = [u]
+    for j in range(1, d):
+        a, b, c = rng.normal(size=3)
+        cols.append(
+            0.6**j * (a * u + b * u**2 + c * u**3) / 3 + 0.05 * 0.6**j * rng.normal(size=n)
+        )
+    Q, R = np.linalg.qr(rng.normal(size=(d, d)))
+    X = np.column_stack(cols) @ (Q * np.sign(np.diag(R)))
+    if draw(st.booleans()):
+        degree = draw(st.integers(1, 4))
+    else:
+        degree = tuple(draw(st.sets(st.integers(1, 4), min_size=2, max_size=4)))
+    return X, degree
+
+
+def _fit(X, degree, **kw):
+    return PPA(degree=degree, random_state=0, **kw).fit(X)
+
+
+@SETTINGS
+@hypothesis.given(curved_data())
+def test_property_inverse_is_exact_and_truncation_is_the_direct_ports(case):
+    X, degree = case
+    model = _fit(X, degree)
+    R = model.transform(X)
+    scale = np.abs(X).max()
+    np.testing.assert_allclose(model.inverse_transform(R), X, rtol=0, atol=1e-10 * scale)
+    direct = fit_direct(X, model.degrees_.tolist())
+    pca = PCA().fit(X)
+    P = pca.transform(X)
+    for k in range(1, X.shape[1]):
+        rec = model.inverse_transform(R[:, :k])  # the dropped coefficients are zeros
+        np.testing.assert_allclose(rec, reconstruct_direct(direct, X, k), atol=1e-7 * scale)
+        # and never worse than PCA with k components (paper, section 2)
+        pca_rec = pca.inverse_transform(
+            np.column_stack([P[:, :k], np.zeros((len(X), X.shape[1] - k))])
+        )
+        ppa_err = np.mean(np.sum((X - rec) ** 2, axis=1))
+        pca_err = np.mean(np.sum((X - pca_rec) ** 2, axis=1))
+        assert ppa_err <= pca_err * (1 + 1e-10) + 1e-14 * scale**2, (k, ppa_err, pca_err)
+
+
+@SETTINGS
+@hypothesis.given(curved_data(), st.floats(0.01, 0.3), st.floats(0.2, 3.0))
+def test_property_jacobian_is_central_differences_inside_beyond_and_at_the_range_ends(
+    case, near, far
+):
+    X, degree = case
+    model = _fit(X, degree)
+    d = X.shape[1]
+    base = model.transform(X[:1])[0]
+    coefficients = [base]
+    # for every step, points whose alpha_p lies just inside and just outside each end of its
+    # training range, and far beyond it (placed there exactly through the inverse)
+    for p, (lo, hi) in enumerate(model.alpha_ranges_):
+        width = hi - lo
+        for end, side in ((lo, -1.0), (hi, 1.0)):
+            for offset in (-near, near, far):
+                r = base.copy()
+                r[p] = end + side * offset * width
+                coefficients.append(r)
+    points = model.inverse_transform(np.array(coefficients))
+    J = model.jacobian(points)
+    h = 1e-6 * np.abs(X).max()
+    for x, J_x in zip(points, J):
+        steps = h * np.eye(d)
+        forward = model.transform(x + steps)
+        backward = model.transform(x - steps)
+        fd = ((forward - backward) / (2 * h)).T
+        np.testing.assert_allclose(J_x, fd, rtol=0, atol=1e-5 * max(1.0, np.abs(J_x).max()))
+
+
+@SETTINGS
+@hypothesis.given(curved_data(), st.data())
+def test_property_any_chunking_numpy_or_dask_gives_the_same_model(case, data):
+    import dask.array as da
+
+    X, degree = case
+    rows = data.draw(st.integers(7, len(X)), label="chunk rows")
+    reference = _fit(X, degree)
+    model = _fit(da.from_array(X, chunks=(rows, X.shape[1])), degree)
+    blocked = _fit(X, degree, block_rows=data.draw(st.integers(5, len(X)), label="block rows"))
+    for other in (model, blocked):
+        assert other.degrees_.tolist() == reference.degrees_.tolist()
+        np.testing.assert_allclose(
+            np.asarray(other.transform(X)), reference.transform(X), atol=1e-10 * np.abs(X).max()
+        )
+        np.testing.assert_allclose(
+            other.explained_variance_, reference.explained_variance_, rtol=1e-10
+        )
+
+
+@SETTINGS
+@hypothesis.given(curved_data(), st.sampled_from([-140, -100, -40, 0, 40, 100, 150]))
+def test_property_the_model_of_scaled_data_is_the_scaled_model(case, power):
+    X, degree = case
+    scale = 10.0**power
+    reference = _fit(X, degree)
+    model = _fit(X * scale, degree)
+    assert model.degrees_.tolist() == reference.degrees_.tolist()
+    R_ref = reference.transform(X) * scale
+    np.testing.assert_allclose(
+        model.transform(X * scale), R_ref, rtol=0, atol=1e-10 * np.abs(R_ref).max()
+    )
+    v, v_ref = model.explained_variance_, reference.explained_variance_
+    np.testing.assert_allclose(v / v.sum(), v_ref / v_ref.sum(), rtol=1e-10, atol=1e-14)

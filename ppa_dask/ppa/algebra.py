@@ -2,13 +2,20 @@
 
 Given the aggregated moments of a pass, these functions choose the leading vector, score every
 candidate degree from the fold moments, solve the normal equations and propagate the residual
-covariance to the next step (docs/design.md sections 3.1, 3.4 and 3.5).
+covariance to the next step (docs/design.md sections 3.1, 3.4 and 3.5). They also predict the
+steps after a linear one before its pass, so one pass can gather several steps' moments
+(:func:`linear_lookahead`).
 """
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
 import scipy.linalg
+from scipy.linalg.lapack import dpotrf as _potrf
+from scipy.linalg.lapack import dpotrs as _potrs
 
 from ppa_dask.ppa.kernels import (
     gram_from_sums,
@@ -29,11 +36,11 @@ def leading_direction(C, basis):
     reduced = basis.T @ C @ basis
     values, vectors = np.linalg.eigh((reduced + reduced.T) / 2)
     order = np.argsort(values)[::-1]
-    values, vectors = values[order], vectors[:, order]
+    vectors = vectors[:, order]
     e = basis @ vectors[:, 0]
     if e[np.argmax(np.abs(e))] < 0:
         e = -e
-    return e, max(float(values[0]), 0.0), basis @ vectors[:, 1:]
+    return e, max(float(values[order[0]]), 0.0), basis @ vectors[:, 1:]
 
 
 def basis_interval(alpha_sample, total_variance, margin=0.1):
@@ -42,7 +49,7 @@ def basis_interval(alpha_sample, total_variance, margin=0.1):
     A range of (numerically) zero width, a residual of zero variance, is widened to a tiny
     fraction of the total standard deviation so the basis stays finite.
     """
-    floor = np.sqrt(_DEGENERATE_VARIANCE * total_variance) if total_variance > 0 else 1.0
+    floor = math.sqrt(_DEGENERATE_VARIANCE * total_variance) if total_variance > 0 else 1.0
     if alpha_sample.size == 0:
         return 0.0, float(floor)
     lo, hi = float(alpha_sample.min()), float(alpha_sample.max())
@@ -55,14 +62,17 @@ def solve_normal_equations(S_vv, S_zv):
 
     Cholesky when ``S_vv`` is safely positive definite, otherwise the minimum-norm least-squares
     solution (a residual of zero variance makes ``S_vv`` singular; the fit then stays finite).
+    The LAPACK routines behind ``scipy.linalg.cho_factor`` / ``cho_solve`` are called directly:
+    the same arithmetic without their validation, which costs more than a small solve (a fit
+    with cross-validation makes ``2 x folds x degrees`` of them per step).
     """
-    try:
-        factor = scipy.linalg.cho_factor(S_vv, lower=True, check_finite=False)
-        diag = np.abs(np.diag(factor[0]))
-        if diag.min() > 1e-7 * diag.max():
-            return scipy.linalg.cho_solve(factor, S_zv.T, check_finite=False).T
-    except np.linalg.LinAlgError:
-        pass
+    factor, info = _potrf(S_vv, lower=1, clean=0)
+    if info == 0:
+        diag = np.abs(factor.diagonal()).tolist()
+        if min(diag) > 1e-7 * max(diag):
+            W, info = _potrs(factor, S_zv.T, lower=1)
+            if info == 0:
+                return W.T
     return scipy.linalg.lstsq(S_vv, S_zv.T, check_finite=False)[0].T
 
 
@@ -84,20 +94,29 @@ def cv_scores(moments, e, candidates):
     """
     vv, zz, counts = moments["vv"], moments["zz"], moments["n"]
     zv = orthogonal_cross_moments(moments["yv"], e)
-    n_folds = vv.shape[0]
+    n_folds, d = zv.shape[:2]
+    # each fold's training sums once, at the largest degree: the sum over the other folds is
+    # elementwise, so the leading block of a smaller degree is exactly its own sum
+    train = []
+    for f in range(n_folds):
+        others = [j for j in range(n_folds) if j != f]
+        train.append((vv[others].sum(axis=0), zv[others].sum(axis=0)))
+    zz = zz.tolist()
+    rows = counts.sum()
     scores = np.empty(len(candidates))
     for i, g in enumerate(candidates):
         size = g + 1
+        W = np.empty((n_folds, d, size))
+        for f, (train_vv, train_zv) in enumerate(train):
+            W[f] = solve_normal_equations(train_vv[:size, :size], train_zv[:, :size])
+        # both traces of every fold in one product each (each fold's sum is taken over its
+        # own contiguous block, in the order of a sum over that fold alone)
+        fit = (W * zv[:, :, :size]).reshape(n_folds, -1).sum(axis=1).tolist()
+        spread = ((W @ vv[:, :size, :size]) * W).reshape(n_folds, -1).sum(axis=1).tolist()
         total = 0.0
         for f in range(n_folds):
-            others = [j for j in range(n_folds) if j != f]
-            train_vv = vv[others, :size, :size].sum(axis=0)
-            train_zv = zv[others, :, :size].sum(axis=0)
-            W = solve_normal_equations(train_vv, train_zv)
-            held_vv = vv[f, :size, :size]
-            held_zv = zv[f, :, :size]
-            total += zz[f] - 2.0 * np.sum(W * held_zv) + np.sum((W @ held_vv) * W)
-        scores[i] = total / counts.sum()
+            total += zz[f] - 2.0 * fit[f] + spread[f]
+        scores[i] = total / rows
     return scores
 
 
@@ -109,6 +128,12 @@ def choose_degree(scores, candidates, residual_variance):
     depend on summation order, hence not on chunking.
     """
     scores = np.asarray(scores)
+    if not np.isfinite(scores).all():
+        # overflowing moments give NaN/inf scores; no degree can be chosen from them
+        raise FloatingPointError(
+            f"the cross-validation scores of degrees {list(candidates)} are not finite "
+            f"({scores.tolist()}): the residual's moments overflowed float64"
+        )
     tolerance = 1e-10 * max(residual_variance, 0.0)
     return candidates[int(np.flatnonzero(scores <= scores.min() + tolerance)[0])]
 
@@ -135,10 +160,115 @@ def next_covariance(C, e, U, S_vv, S_zv, n):
     ``C_next = P C P - (S_zv/n) U^T - U (S_zv/n)^T + U (S_vv/n) U^T``.
     """
     Ce = C @ e
-    PCP = C - np.outer(e, Ce) - np.outer(Ce, e) + np.outer(e, e) * (e @ Ce)
+    # (column * row products are np.outer's own arithmetic, without its wrapper)
+    ec, Cec = e[:, None], Ce[:, None]
+    PCP = C - ec * Ce - Cec * e + (ec * e) * (e @ Ce)
     M = S_zv / n
     C_next = PCP - M @ U.T - U @ M.T + U @ (S_vv / n) @ U.T
     return (C_next + C_next.T) / 2
+
+
+# --------------------------------------------------------------------------------------------
+# Gathering steps ahead: fewer passes than steps when steps are linear
+# --------------------------------------------------------------------------------------------
+
+
+class Prediction(NamedTuple):
+    """A step as it will be if every step between now and it is linear (all known now)."""
+
+    direction: np.ndarray
+    variance: float
+    next_basis: np.ndarray
+    offset: float
+    scale: float
+
+
+def linear_lookahead(C, e, next_basis, sample, total_variance, n_ahead):
+    """The next ``n_ahead`` steps on the hypothesis that this step and those up to each are linear.
+
+    A step whose polynomial is linear (degree 1) leaves no polynomial term: its coefficients
+    regress the part of the residual orthogonal to ``e`` on ``[1, alpha]``, and both cross
+    moments vanish, the first because the residual is centred, the second because
+    ``sum (P y) alpha = n P C e = 0`` for the leading eigenvector ``e`` of ``C``. (In floating
+    point they are rounding, and the next covariance differs from ``P C P`` only by
+    ``S_zv S_vv^{-1} S_zv^T / n``, second order in it.) So after linear steps the residual is
+    ``y - sum_i e_i alpha_i``, its covariance the deflated ``P C P``, and the next leading vector,
+    its variance and the range of its coordinate on the row sample follow from small matrices
+    now, before the pass. The pass can then take the next steps' fold moments on the current
+    residual (``alpha_j = e_j . y``, since ``e_j`` is orthogonal to the earlier directions),
+    and, when the degrees chosen confirm the hypothesis, those steps need no pass of their own.
+
+    Parameters
+    ----------
+    C : ndarray of shape (d, d)
+        Covariance of the residual entering this step.
+    e, next_basis : ndarray
+        This step's leading vector and the orthonormal basis of the rest of its subspace.
+    sample : ndarray of shape (d, m)
+        The range sample entering this step (feature-major).
+    total_variance : float
+    n_ahead : int
+
+    Returns
+    -------
+    predictions : list of Prediction
+        One per step ahead, in order.
+
+    Examples
+    --------
+    >>> C = np.diag([4.0, 2.0, 1.0])
+    >>> e, _, rest = leading_direction(C, np.eye(3))
+    >>> [p.direction.tolist() for p in linear_lookahead(C, e, rest, np.eye(3), 7.0, 2)]
+    [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    out = []
+    for _ in range(int(n_ahead)):
+        if next_basis.shape[1] == 0:
+            break
+        Ce = C @ e
+        ec = e[:, None]
+        C = C - ec * Ce - Ce[:, None] * e + (ec * e) * (e @ Ce)
+        C = (C + C.T) / 2
+        sample = sample - ec * (e @ sample)
+        e, variance, next_basis = leading_direction(C, next_basis)
+        offset, scale = basis_interval(e @ sample, total_variance)
+        out.append(Prediction(e, variance, next_basis, offset, scale))
+    return out
+
+
+def confirms(prediction, e, offset, scale, tol=1e-9):
+    """True when the step found after the linear ones is the one predicted before the pass.
+
+    After a linear step the true next covariance, leading vector and coordinate range differ from
+    the prediction only by rounding; a larger difference means a near tie of eigenvalues that
+    rounding can flip, and then the step gets a pass of its own (the model is then exactly the
+    one-pass-per-step model).
+    """
+    return bool(
+        np.max(np.abs(prediction.direction - e)) <= tol
+        and abs(prediction.offset - offset) <= tol * scale
+        and abs(prediction.scale - scale) <= tol * scale
+    )
+
+
+def deflate_ahead(moments, directions):
+    """Moments gathered ahead, made those of the deflated residuals they stand for.
+
+    ``moments[j]`` was taken on the pass's residual ``y`` for the direction ``directions[j + 1]``
+    (``directions[0]`` is the pass's own step). On the hypothesis the residual of step ``j`` is
+    ``y - sum_{i <= j} e_i alpha_i`` with orthonormal ``e_i``, so its cross moments are
+    ``sum y T_k - sum_i e_i (e_i . sum y T_k)``: the projection of ``yv`` orthogonal to the
+    earlier directions (the kernel already took them out of ``zz``).
+    """
+    out = []
+    directions = np.asarray(directions)
+    for j, m in enumerate(moments):
+        earlier = directions[: j + 1]  # (j + 1, d)
+        yv = m["yv"] - np.einsum(
+            "id,fik->fdk", earlier, np.einsum("id,fdk->fik", earlier, m["yv"])
+        )
+        out.append(dict(m, yv=yv))
+    return out
 
 
 # --------------------------------------------------------------------------------------------

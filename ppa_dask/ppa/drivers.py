@@ -47,6 +47,14 @@ class StepSpec:
     seed: int
     n_folds: int
     subspace: np.ndarray | None = None  # (d, m) orthonormal basis the residual lies in
+    # steps gathered ahead, as (direction, offset, scale): their moments are taken in the same
+    # pass on the hypothesis that the steps before each of them are linear
+    # (ppa_dask.ppa.algebra.linear_lookahead); returned as moments["ahead"]
+    ahead: tuple = ()
+
+    def ahead_into(self, frame):
+        """``ahead`` with its directions in ``frame`` (a :class:`ResidualFrame`)."""
+        return tuple((frame.into(d), o, s) for d, o, s in self.ahead)
 
 
 # a kept residual is re-expressed in a smaller orthonormal frame once the subspace it lies in has
@@ -75,7 +83,10 @@ class ResidualFrame:
     def out_of(self, moments):
         if self.basis is None:
             return moments
-        return dict(moments, yv=self.basis @ moments["yv"])
+        out = dict(moments, yv=self.basis @ moments["yv"])
+        if "ahead" in moments:
+            out["ahead"] = [self.out_of(m) for m in moments["ahead"]]
+        return out
 
     def steps_into(self, steps):
         return tuple(
@@ -97,6 +108,27 @@ def _objective_in_ambient(frame, moments):
         return moments
     yyt = np.einsum("ia,mab,jb->mij", F, moments["yyt"], F)
     return dict(moments, yt=F @ moments["yt"], yyt=yyt)
+
+
+def task_keys(what, n, *token_parts):
+    """Keys of a pass's ``n`` chunk tasks, named by what they compute: ``(f"{what}-{token}", i)``.
+
+    The dashboard's task stream and progress bars then read as the algorithm (``ppa-moments``,
+    ``ppa-step-07-pass``, ``ppa-step-07-objective``); the token is a hash of what the pass
+    depends on (the data, the fitted steps, the step's spec), so keys are deterministic and
+    differ between fits and passes.
+
+    Examples
+    --------
+    >>> keys = task_keys("ppa-step-07-pass", 2, "data", 1.5)
+    >>> keys[1][0].startswith("ppa-step-07-pass-"), keys[1][1], keys == task_keys(
+    ...     "ppa-step-07-pass", 2, "data", 1.5)
+    (True, 1, True)
+    """
+    from dask.base import tokenize
+
+    name = f"{what}-{tokenize(*token_parts)}"
+    return [(name, i) for i in range(n)]
 
 
 def local_rows(sorted_index, start, stop):
@@ -200,6 +232,7 @@ class NumpyDriver(Driver):
                 in_place=True,
                 sub_block=self.block_rows,
                 rotation=rotation,
+                ahead=spec.ahead_into(frame),
             )
         self._residual, self._applied, self._frame = residual, len(steps), frame
         return frame.out_of(moments)
@@ -305,6 +338,7 @@ def _checkpointed_pass(
     keep,
     sub_block,
     rotation,
+    ahead=(),
 ):
     """:func:`kernels.pass_kernel` between checkpoints: ``source`` is a source block (with
     ``center``) or the path of the previous residual checkpoint of this block; the new residual
@@ -327,6 +361,7 @@ def _checkpointed_pass(
         in_place=owned,
         sub_block=sub_block,
         rotation=rotation,
+        ahead=ahead,
     )
     if keep:
         _write_checkpoint(target, residual)
@@ -398,11 +433,15 @@ class DaskDriver(Driver):
         self.n_passes += 1
         chunk = dask.delayed(kernels.first_moments, pure=True)
         stops = self.starts[1:] + [self.n_samples]
+        keys = task_keys("ppa-moments", len(self.starts), self.X.name, sample_index)
         parts = [
-            chunk(block, local_rows(sample_index, start, stop))
-            for block, start, stop in zip(self.source_blocks, self.starts, stops)
+            chunk(block, local_rows(sample_index, start, stop), dask_key_name=key)
+            for block, start, stop, key in zip(self.source_blocks, self.starts, stops, keys)
         ]
-        (total,) = compute(tree_reduce(parts, kernels.combine_first_moments, self.split_every))
+        merged = tree_reduce(
+            parts, kernels.combine_first_moments, self.split_every, name="ppa-moments-merge"
+        )
+        (total,) = compute(merged)
         return total
 
     def _checkpoint_paths(self):
@@ -442,9 +481,29 @@ class DaskDriver(Driver):
             spec.seed,
             spec.n_folds,
         )
+        ahead = spec.ahead_into(frame)
         previous = self._residual if mode == "checkpoint" else None
+        targets = [None] * len(blocks)
+        if mode == "checkpoint" and keep:
+            targets = self._checkpoint_paths()
+        # the blocks read (source or the previous pass's residual) and the files written are
+        # part of the token: a checkpoint pass has side effects, so its keys must not repeat
+        merge_name = f"ppa-step-{len(steps) + 1:02d}-merge"  # the tree reduction's tasks
+        keys = task_keys(
+            f"ppa-step-{len(steps) + 1:02d}-pass",
+            len(blocks),
+            self.X.name,
+            mean,
+            steps,
+            spec,
+            mode,
+            keep,
+            self.n_passes,
+            self._checkpoint_root,
+            targets,
+            previous,
+        )
         if mode == "checkpoint":
-            targets = self._checkpoint_paths() if keep else [None] * len(blocks)
             chunk = dask.delayed(_checkpointed_pass, pure=False)
             parts = [
                 chunk(
@@ -456,10 +515,14 @@ class DaskDriver(Driver):
                     keep=keep,
                     sub_block=self.block_rows,
                     rotation=rotation,
+                    ahead=ahead,
+                    dask_key_name=key,
                 )
-                for block, target, start in zip(blocks, targets, self.starts)
+                for block, target, start, key in zip(blocks, targets, self.starts, keys)
             ]
-            moments = tree_reduce(parts, kernels.combine_step_moments, self.split_every)
+            moments = tree_reduce(
+                parts, kernels.combine_step_moments, self.split_every, name=merge_name
+            )
             (total,) = compute(moments)
             self._residual = targets if keep else None
         else:
@@ -473,11 +536,16 @@ class DaskDriver(Driver):
                     keep=keep,
                     sub_block=self.block_rows,
                     rotation=rotation,
+                    ahead=ahead,
+                    dask_key_name=key,
                 )
-                for block, start in zip(blocks, self.starts)
+                for block, start, key in zip(blocks, self.starts, keys)
             ]
             moments = tree_reduce(
-                [o[1] for o in outs], kernels.combine_step_moments, self.split_every
+                [o[1] for o in outs],
+                kernels.combine_step_moments,
+                self.split_every,
+                name=merge_name,
             )
             if keep:
                 local = uses_local_scheduler()
@@ -506,6 +574,16 @@ class DaskDriver(Driver):
             blocks = [read(path) for path in blocks]
         chunk = dask.delayed(kernels.objective_pass_kernel, pure=True)
         pending, direction = frame.steps_into(pending), frame.into(spec.direction)
+        keys = task_keys(
+            f"ppa-step-{len(steps) + 1:02d}-objective",
+            len(blocks),
+            self.X.name,
+            mean,
+            steps,
+            spec,
+            self.n_passes,
+            self._checkpoint_root,
+        )
         parts = [
             chunk(
                 block,
@@ -516,10 +594,17 @@ class DaskDriver(Driver):
                 spec.scale,
                 spec.max_degree,
                 sub_block=self.block_rows,
+                dask_key_name=key,
             )
-            for block in blocks
+            for block, key in zip(blocks, keys)
         ]
-        (total,) = compute(tree_reduce(parts, kernels.combine_objective_moments, self.split_every))
+        merged = tree_reduce(
+            parts,
+            kernels.combine_objective_moments,
+            self.split_every,
+            name=f"ppa-step-{len(steps) + 1:02d}-objective-merge",
+        )
+        (total,) = compute(merged)
         return _objective_in_ambient(frame, total)
 
     def close(self):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
 import os
 
@@ -14,12 +15,20 @@ from ppa_dask.ppa import kernels
 from ppa_dask.ppa.drivers import RESIDUAL_CACHES, DaskDriver, NumpyDriver, StepSpec
 from ppa_dask.ppa.metric import coefficient_variances, metric_from_jacobian
 from ppa_dask.store.encoding import register_estimator
+from ppa_dask.store.labelled import (
+    apply_method,
+    feature_coords,
+    map_valid_rows,
+    scatter_kept,
+    unstack_samples,
+)
 from ppa_dask.store.model_files import ModelFileError, load_model, save_model
 from ppa_dask.store.results import as_dask_if_zarr
-from ppa_dask.store.stacker import Stacker
+from ppa_dask.store.stacker import COMPONENT_DIM, Stacker
 from ppa_dask.utils.arrays import check_dask_samples, is_dask, is_xarray
 from ppa_dask.utils.blas import one_blas_thread
-from ppa_dask.utils.compute import compute, tree_reduce
+from ppa_dask.utils.compute import compute, current_client, tree_reduce
+from ppa_dask.utils.events import publish_step
 from ppa_dask.utils.params import PATH, AnyOf, Integer, Options, Real, check_params
 from ppa_dask.utils.seeds import RANDOM_STATE, estimator_seed
 
@@ -39,9 +48,155 @@ _PARAMS = {
     "leading_vector": Options("pca", "gd"),
     "gd_max_iter": Integer(0),
     "gd_tol": Real(0),
+    "lookahead": AnyOf(Options("auto"), Integer(0)),
 }
+# steps gathered ahead per pass with lookahead="auto": one pass then fits up to 8 linear steps;
+# gathering one step ahead costs about 0.23 of a plain step pass's arithmetic in memory (64
+# features, degrees up to 5, cv=2), less of an out-of-core pass, which reading dominates
+_AUTO_LOOKAHEAD = 7
 # fitted attributes that input validation sets at the start of fit
 _VALIDATION_ATTRS = ("n_features_in_", "feature_names_in_")
+
+
+@functools.lru_cache(maxsize=64)
+def _min_samples_for_folds(seed, n_folds, need):
+    """Fewest rows ``m`` for which every training fold (all folds but one) of rows ``0 .. m-1``
+    holds at least ``need`` rows, under the fit's fold labels (:func:`kernels.fold_labels`).
+
+    A training fold's size ``m - count_f(m)`` never shrinks as rows are added, so the first
+    ``m`` that works is the answer for every larger row count too.
+    """
+    length = max(64, 4 * n_folds * need)
+    while True:
+        labels = kernels.fold_labels(0, length, seed, n_folds)
+        counts = np.cumsum(labels[:, None] == np.arange(n_folds), axis=0)
+        rows = np.arange(1, length + 1)
+        enough = np.flatnonzero(rows - counts.max(axis=1) >= need)
+        if enough.size:
+            return int(enough[0]) + 1
+        length *= 2
+
+
+# total variance (trace of the covariance) inside which a fit's float64 moments are exact to
+# rounding: sums of n squares stay far from overflow and residuals far above the subnormals.
+# Outside it fit() divides the data by a power of two near their largest |x| (_MAGNITUDE_RANGE)
+_VARIANCE_RANGE = (2.0**-500, 2.0**500)
+_MAGNITUDE_RANGE = (2.0**-250, 2.0**250)
+# the variances of a model (explained_variance_ ...) must be normal float64 numbers with room to
+# spare: the total variance in the input's units is refused below this (or when it overflows)
+_SMALLEST_VARIANCE = 2.0**-992
+_LARGEST_VARIANCE = 2.0**1022
+# fitted attributes in units of X (power 1) or of X squared (power 2); the rest are unit-free
+_UNIT_POWERS = {
+    "mean_": 1,
+    "coefficients_": 1,
+    "basis_intervals_": 1,
+    "alpha_ranges_": 1,
+    "explained_variance_": 2,
+    "residual_variance_": 2,
+    "cv_scores_": 2,
+}
+_GD_UNIT_POWERS = {"objective_start": 2, "objective": 2}
+
+
+class _Rescale(Exception):
+    """The first pass found data to be fitted divided by ``2**exponent`` (caught by fit)."""
+
+    def __init__(self, exponent):
+        super().__init__(exponent)
+        self.exponent = exponent
+
+
+class _MagnitudeCheck:
+    """A driver whose first pass also checks that float64 moments can hold the data.
+
+    Every other attribute is the wrapped driver's. ``magnitude`` (a callable returning the
+    largest ``|x|``, called only when the moments are out of range) is given by :meth:`PPA.fit`,
+    which can refit on rescaled data: the first pass then raises :class:`_Rescale`. Without it
+    (a driver of :meth:`PPA.fit_with_driver`) out-of-range data raise a ValueError saying so.
+    ``exponent`` is that of data already rescaled: their variance in the input's units is
+    checked against what a model can store.
+    """
+
+    def __init__(self, driver, magnitude=None, exponent=0):
+        self._driver, self._magnitude, self._exponent = driver, magnitude, exponent
+
+    def __getattr__(self, name):
+        return getattr(self._driver, name)
+
+    def first_pass(self, sample_index):
+        first = self._driver.first_pass(sample_index)
+        finite = not (first["n_nan"].any() or first["n_inf"].any())
+        variance = float(np.trace(first["scatter"])) / max(first["n"], 1) if finite else np.inf
+        if self._exponent:
+            _check_storable_variance(variance, self._exponent)
+            return first
+        lo, hi = _VARIANCE_RANGE
+        if lo <= variance <= hi:
+            return first
+        if self._magnitude is None:
+            if not finite or variance == 0:
+                return first  # NaN/inf (or squares that overflow): reported by the fit
+            raise ValueError(
+                f"X has a total variance of {variance:.3g}, outside [{lo:.3g}, {hi:.3g}] "
+                "where PPA's float64 moments are accurate; divide X by a power of two near "
+                "its largest |x| (PPA.fit does this itself)."
+            )
+        largest = self._magnitude()
+        if not np.isfinite(largest) or _MAGNITUDE_RANGE[0] <= largest <= _MAGNITUDE_RANGE[1]:
+            return first  # NaN or inf in X (the fit reports them), or nothing to rescale
+        raise _Rescale(int(np.frexp(largest)[1]))
+
+
+def _check_storable_variance(variance, exponent):
+    """Refuse data (fitted divided by ``2**exponent``) whose variances a model cannot store."""
+    with np.errstate(over="ignore", under="ignore"):
+        in_units = float(np.ldexp(variance, 2 * exponent))
+    if variance > 0 and not _SMALLEST_VARIANCE <= in_units <= _LARGEST_VARIANCE:
+        # written in decimal without forming the number, which float64 cannot hold
+        power = np.log10(variance) + 2 * exponent * np.log10(2.0)
+        decade = int(np.floor(power))
+        raise ValueError(
+            f"X has a total variance of about {10 ** (power - decade):.3g}e{decade:+d}, "
+            "beyond what float64 holds with full "
+            f"precision ({_SMALLEST_VARIANCE:.3g} to {_LARGEST_VARIANCE:.3g}), so the model's "
+            "variances (explained_variance_, ...) cannot be stored; multiply X by a constant "
+            f"(e.g. 2**{-exponent}) and fit again."
+        )
+
+
+def _max_abs(X):
+    """Largest ``|x|`` of X (NaN if X holds a NaN), one reduction without a copy of X."""
+    if is_dask(X):
+        import dask.array as da
+
+        (largest,) = compute(da.maximum(X.max(), -X.min()))
+        return float(largest)
+    return float(max(X.max(), -X.min()))
+
+
+def _ldexp(X, exponent):
+    """``X * 2**exponent`` exactly (in float64), lazily for Dask."""
+    if is_dask(X):
+        return X.map_blocks(np.ldexp, exponent, dtype=np.float64)
+    return np.ldexp(X, exponent, dtype=np.float64)
+
+
+def _in_input_units(fitted, exponent):
+    """Fitted attributes of data divided by ``2**exponent``, in the input's units."""
+    out = dict(fitted)
+    for name, power in _UNIT_POWERS.items():
+        if out.get(name) is not None:
+            out[name] = np.ldexp(out[name], power * exponent)
+    if out.get("gd_history_"):
+        out["gd_history_"] = [
+            {
+                k: float(np.ldexp(v, _GD_UNIT_POWERS[k] * exponent)) if k in _GD_UNIT_POWERS else v
+                for k, v in record.items()
+            }
+            for record in out["gd_history_"]
+        ]
+    return out
 
 
 def _no_xarray_options(feature_dim, nan_policy):
@@ -116,6 +271,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     gd_tol : float, default=1e-6
         PPA-GD only: stop a step when an iteration lowers ``f`` by less than ``gd_tol`` times
         its value at the eigenvector, or when the gradient (per radian) is below that.
+    lookahead : "auto" or int >= 0, default="auto"
+        Steps whose moments a pass also gathers, so that runs of linear steps take fewer passes
+        than steps. A step of degree 1 is a pure rotation (its polynomial is zero up to
+        rounding), so the steps after it are known before its pass if it is linear: after a
+        linear step the pass also takes the fold moments of the next ``lookahead`` steps, and
+        each of them whose preceding steps the cross-validation confirms linear needs no pass
+        of its own. The model is the one-pass-per-step model (up to rounding) either way; only
+        ``n_passes_`` changes. ``"auto"``: 7 (one pass fits up to 8 linear steps; each step
+        gathered ahead costs about a quarter of a pass's arithmetic). 0: one pass per step.
+        Not used with a fixed degree above 1 nor with ``leading_vector="gd"``.
 
     Attributes
     ----------
@@ -152,8 +317,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Seed of the fold assignment (``kernels.fold_labels(0, n, fold_seed_, cv)`` gives each
         row's fold); None when ``degree`` is fixed.
     n_passes_ : int
-        Passes made over the data by ``fit`` (one for the mean and covariance, one per step, and
-        with ``leading_vector="gd"`` the descent's passes, ``gd_history_[p]["n_passes"]``).
+        Passes made over the data by ``fit``: one for the mean and covariance, one per step
+        except the steps whose moments an earlier pass gathered ahead (``lookahead``), and with
+        ``leading_vector="gd"`` the descent's passes, ``gd_history_[p]["n_passes"]``.
     gd_history_ : list of dict or None
         PPA-GD only (None otherwise), one dict per step: ``objective_start`` and ``objective``
         (the step's mean squared residual ``f`` at the eigenvector and at the chosen ``e_p``),
@@ -191,6 +357,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         leading_vector="pca",
         gd_max_iter=20,
         gd_tol=1e-6,
+        lookahead="auto",
     ):
         self.n_components = n_components
         self.degree = degree
@@ -204,6 +371,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.leading_vector = leading_vector
         self.gd_max_iter = gd_max_iter
         self.gd_tol = gd_tol
+        self.lookahead = lookahead
 
     # ---------------------------------------------------------------------------------------
     # validation
@@ -233,6 +401,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return candidates, fixed
 
     def _check_params(self, n_samples, n_features):
+        """Check the parameters against the data's shape; returns (candidates, fixed, n_steps).
+
+        With cross-validation the row count is checked against the folds themselves (they are
+        a function of the seed and the row index), so only once the fold seed is known
+        (:meth:`_check_fold_rows`).
+        """
         candidates, fixed = self._candidate_degrees()
         spec = dict(_PARAMS)
         if fixed:
@@ -249,17 +423,30 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         k = check_params(spec, self.get_params(deep=False))["n_components"]
         n_steps = n_features - 1 if k is None else k
         max_degree = candidates[-1]
-        folds = 1 if fixed else int(self.cv)
-        needed = folds * (max_degree + 1) if folds > 1 else max_degree + 1
-        if n_samples < needed:
-            what = (
-                f"{folds}-fold cross-validation of degrees up to {max_degree} needs at least "
-                f"{max_degree + 1} rows per fold"
-                if folds > 1
-                else f"degree {max_degree} needs at least {max_degree + 1} rows"
+        if fixed and n_samples < max_degree + 1:
+            raise ValueError(
+                f"X has {n_samples} sample(s); degree {max_degree} needs at least "
+                f"{max_degree + 1} rows."
             )
-            raise ValueError(f"X has {n_samples} sample(s); {what} ({needed} in all).")
         return candidates, fixed, n_steps
+
+    def _check_fold_rows(self, n_samples, candidates, fixed, fold_seed):
+        """Refuse too few rows for the cross-validation folds of ``fold_seed`` (parameters
+        already checked by :meth:`_check_params`)."""
+        max_degree = candidates[-1]
+        if not fixed:
+            folds = int(self.cv)
+            needed = _min_samples_for_folds(fold_seed, folds, max_degree + 1)
+            if n_samples < needed:
+                labels = kernels.fold_labels(0, n_samples, fold_seed, folds)
+                smallest = n_samples - int(np.bincount(labels, minlength=folds).max())
+                raise ValueError(
+                    f"X has {n_samples} sample(s); in {folds}-fold cross-validation of degrees "
+                    f"up to {max_degree} with these folds (fold seed {fold_seed}) the smallest "
+                    f"training fold has {smallest} rows; degree {max_degree} needs at least "
+                    f"{max_degree + 1}, which the folds reach from {needed} samples. Use more "
+                    "samples, fewer folds or lower degrees."
+                )
 
     def _validate_dask(self, X, reset, name="X"):
         X = check_dask_samples(X, name, min_samples=1, min_features=2, who="PPA")
@@ -352,23 +539,42 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             )
             # NaN/inf are counted per column in the first pass, before anything is stored
         # parameters are checked against the shape before the driver touches the data
-        self._check_params(*X.shape)
+        checked_params = self._check_params(*X.shape)
+        # PPA is scale-equivariant; data whose variance float64 moments cannot hold (their
+        # squares overflow or fall into the subnormals) are fitted divided by a power of two,
+        # exactly, and the model is scaled back (found from the first pass, so data of ordinary
+        # magnitude pay nothing)
+        seed = estimator_seed(self.random_state)  # drawn once, whichever data the fit reads
+        driver = self._driver_for(X)
+        try:
+            checked = _MagnitudeCheck(driver, lambda: _max_abs(X))
+            return self._fit_driver(checked, progress, seed, checked_params=checked_params)
+        except _Rescale as rescale:
+            exponent = rescale.exponent
+        finally:
+            driver.close()
+        driver = self._driver_for(_ldexp(X, -exponent))
+        try:
+            # the discarded first pass and the max-abs reduction were passes over the data too
+            checked = _MagnitudeCheck(driver, exponent=exponent)
+            return self._fit_driver(
+                checked, progress, seed, exponent, extra_passes=2, checked_params=checked_params
+            )
+        finally:
+            driver.close()
+
+    def _driver_for(self, X):
         if is_dask(X):
             checkpoint_dir = (
                 None if self.checkpoint_dir is None else os.fspath(self.checkpoint_dir)
             )
-            driver = DaskDriver(
+            return DaskDriver(
                 X,
                 residual_cache=self.residual_cache,
                 block_rows=self.block_rows,
                 checkpoint_dir=checkpoint_dir,
             )
-        else:
-            driver = NumpyDriver(X, block_rows=self.block_rows)
-        try:
-            return self.fit_with_driver(driver, progress)
-        finally:
-            driver.close()
+        return NumpyDriver(X, block_rows=self.block_rows)
 
     def fit_with_driver(self, driver, progress=None):
         """Fit the model through ``driver``: the one fit path behind :meth:`fit`.
@@ -399,14 +605,29 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> bool(np.array_equal(a.transform(X), PPA(degree=2, random_state=0).fit(X).transform(X)))
         True
         """
-        candidates, fixed, n_steps = self._check_params(driver.n_samples, driver.n_features)
-        seed = estimator_seed(self.random_state)
+        return self._fit_driver(_MagnitudeCheck(driver), progress)
+
+    def _fit_driver(
+        self, driver, progress=None, seed=None, exponent=0, extra_passes=0, checked_params=None
+    ):
+        """:meth:`fit_with_driver` on data divided by ``2**exponent``: the fitted attributes
+        are scaled back to the input's units (exactly: powers of two). ``checked_params`` is
+        what :meth:`_check_params` returned for the driver's shape, if the caller checked."""
+        if checked_params is None:
+            checked_params = self._check_params(driver.n_samples, driver.n_features)
+        if seed is None:
+            seed = estimator_seed(self.random_state)
+        candidates, fixed, n_steps = checked_params
+        # the folds are known now, before any pass: refuse too few rows for them up front
+        self._check_fold_rows(driver.n_samples, candidates, fixed, seed)
         n_folds = 1 if fixed else int(self.cv)
         fitted = self._fit_steps(driver, candidates, fixed, n_steps, seed, n_folds, progress)
+        if exponent:
+            fitted = _in_input_units(fitted, exponent)
         for name, value in fitted.items():
             setattr(self, name, value)
         self.n_features_in_ = int(driver.n_features)
-        self.n_passes_ = driver.n_passes
+        self.n_passes_ = driver.n_passes + extra_passes
         self.residual_cache_ = driver.residual_cache
         return self
 
@@ -432,12 +653,47 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         max_degree = candidates[-1]
         gd = self.leading_vector == "gd"
         gd_history = []
+        # steps whose moments a pass gathers ahead (none where no step can be linear)
+        n_ahead = _AUTO_LOOKAHEAD if self.lookahead == "auto" else int(self.lookahead)
+        if gd or candidates[0] != 1:
+            n_ahead = 0
+        ahead = []  # (prediction, moments) of the next steps, valid while the steps are linear
+        # the dashboard's step records go to a distributed Client's scheduler: looked up once
+        publishing = current_client() is not None
         for p in range(n_steps):
             e, variance, next_basis = _algebra.leading_direction(C, basis)
             offset, scale = _algebra.basis_interval(e @ sample, total_variance)
-            spec = StepSpec(e, offset, scale, max_degree, seed, n_folds, subspace=basis)
-            # PPA-GD reads the residual again after this pass, so it is kept even at the last step
-            moments = driver.step_pass(mean, steps, spec, last=p == n_steps - 1 and not gd)
+            gathered = ahead.pop(0) if ahead else None
+            if gathered is not None and _algebra.confirms(gathered[0], e, offset, scale):
+                # every step since the pass that gathered this one was linear: its moments
+                # are this step's, taken at the predicted spec (equal up to rounding)
+                (e, variance, next_basis, offset, scale), moments = gathered
+            else:
+                # gather ahead in full after a linear step or an isolated curved one (the late
+                # steps of spectra are long linear runs), else (at the first step, within a
+                # run of curved steps) one step: little is lost where the hypothesis fails,
+                # and the first linear step after curved ones still finds its successor
+                L = n_ahead if candidates == [1] or 1 in degrees[-2:] else min(n_ahead, 1)
+                predictions = _algebra.linear_lookahead(
+                    C, e, next_basis, sample, total_variance, min(L, n_steps - 1 - p)
+                )
+                spec = StepSpec(
+                    e,
+                    offset,
+                    scale,
+                    max_degree,
+                    seed,
+                    n_folds,
+                    subspace=basis,
+                    ahead=tuple((q.direction, q.offset, q.scale) for q in predictions),
+                )
+                # PPA-GD reads the residual again after this pass, so it is kept even at the
+                # last step
+                moments = driver.step_pass(mean, steps, spec, last=p == n_steps - 1 and not gd)
+                gathered = _algebra.deflate_ahead(
+                    moments.pop("ahead", []), [e] + [q.direction for q in predictions]
+                )
+                ahead = list(zip(predictions, gathered))
             if not fixed:
                 smallest = int((n - moments["n"]).min())
                 if smallest < max_degree + 1:
@@ -448,7 +704,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                     )
                 step_scores = _algebra.cv_scores(moments, e, candidates)
                 scores.append(step_scores)
-                chosen = _algebra.choose_degree(step_scores, candidates, float(np.trace(C)))
+                # residual[-1] is the trace of C (clamped at 0, as choose_degree clamps it)
+                chosen = _algebra.choose_degree(step_scores, candidates, residual[-1])
             else:
                 chosen = candidates[0]
             if gd:
@@ -461,6 +718,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                     e, offset, scale, moments = moved
                     variance = max(float(e @ C @ e), 0.0)  # alpha's variance, for any unit e
                     next_basis = _algebra.complement_basis(basis, e)
+            if chosen != 1:
+                ahead = []  # gathered on the hypothesis that this step is linear
             U, S_vv, S_zv = _algebra.fit_step(moments, e, next_basis, chosen)
             lo, hi = float(moments["tmin"]), float(moments["tmax"])
             step = kernels.StepParams(e, U, offset, scale, lo, hi)
@@ -471,6 +730,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             residual.append(max(float(np.trace(C)), 0.0))
             basis = next_basis
             _, sample = kernels.step_forward(sample, step)
+            # the step's record for the dashboard page (only under a distributed Client)
+            if publishing:
+                publish_step(
+                    self, step=p, n_steps=n_steps, n_samples=n, n_features=d, degree=chosen,
+                    candidates=candidates, cv_scores=scores[-1] if scores else None,
+                    variance=variance, residual=residual[-1],
+                )  # fmt: skip
             if progress is not None:
                 progress(p + 1, n_steps)
 
@@ -697,10 +963,37 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         ``alpha_1 .. alpha_k`` and then the residual after ``k`` steps in ``residual_basis_``
         coordinates, so ``det J = 1`` everywhere.
 
+        Parameters
+        ----------
+        X : array-like, dask.array.Array, xarray.DataArray or xarray.Dataset
+            Of shape (n_samples, n_features) for arrays; xarray input of a model fitted on
+            xarray, stacked as in :meth:`transform`.
+
         Returns
         -------
-        J : ndarray or dask.array.Array of shape (n_samples, n_features, n_features)
+        J : ndarray, dask.array.Array or xarray.DataArray
+            Arrays: shape (n_samples, n_features, n_features), ``J[i, m, j] = dR_m / dx_j``;
+            lazy for a Dask array. xarray input: a DataArray named ``"jacobian"`` with the
+            dimensions ``("component", <feature dim>)`` where the feature dimension was (first
+            for a Dataset, whose feature dimension is ``"variable"``) and the input's sample
+            dimensions, coordinates and attrs; ``component`` runs 1..n_features (the output
+            coordinates, the residual ones included), the feature dimension keeps its fitted
+            coordinates. Samples with a NaN, and features dropped at fit, are NaN.
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr
+        >>> from ppa_dask import PPA
+        >>> X = np.random.default_rng(0).normal(size=(300, 3))
+        >>> cube = xr.DataArray(X.T.reshape(3, 20, 15), dims=("band", "y", "x"))
+        >>> model = PPA(degree=2, random_state=0).fit(cube, feature_dim="band")
+        >>> J = model.jacobian(cube)
+        >>> J.dims, bool(np.allclose(np.linalg.det(J.transpose("y", "x", ...).values), 1))
+        (('component', 'band', 'y', 'x'), True)
         """
+        if is_xarray(X):
+            d = self.n_features_in_
+            return self._xarray_matrices(X, "jacobian", {}, d)
         X, lazy = self._check_input(X)
         model, d = self.model_params(), self.n_features_in_
         if lazy:
@@ -715,6 +1008,24 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         with one_blas_thread():
             return kernels.jacobian_block(X, model)
 
+    def _xarray_matrices(self, X, method, kwargs, d):
+        """``method`` (jacobian or metric) of xarray input: one (d, d) matrix per sample."""
+        stacker = self._xarray_stacker()
+        rows, samples = stacker.stack(X)
+        values = map_valid_rows(rows, apply_method, (d, d), (self, method, kwargs))
+        layout = stacker.layout
+        fdim = layout["feature_dim"]
+        coords = feature_coords(layout)
+        if method == "jacobian":
+            values = scatter_kept(values, layout, (2,))
+            dims = (COMPONENT_DIM, fdim)
+            coords[COMPONENT_DIM] = np.arange(1, d + 1)
+        else:
+            values = scatter_kept(values, layout, (1, 2))
+            dims = (fdim, f"{fdim}_2")
+            coords.update(feature_coords(layout, f"{fdim}_2"))
+        return unstack_samples(values, samples, dims, coords, method, X.attrs)
+
     def metric(self, X, whitened=True):
         """PPA-induced metric ``M(x) = J(x)^T Lambda^{-1} J(x)`` at each row (paper eq. 20-21).
 
@@ -727,13 +1038,21 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or dask.array.Array of shape (n_samples, n_features)
+        X : array-like, dask.array.Array, xarray.DataArray or xarray.Dataset
+            Of shape (n_samples, n_features) for arrays; xarray input of a model fitted on
+            xarray, stacked as in :meth:`transform`.
         whitened : bool, default=True
 
         Returns
         -------
-        M : ndarray or dask.array.Array of shape (n_samples, n_features, n_features)
-            Symmetric positive definite; lazy when ``X`` is a Dask array.
+        M : ndarray, dask.array.Array or xarray.DataArray
+            Arrays: shape (n_samples, n_features, n_features), symmetric positive definite;
+            lazy when ``X`` is a Dask array. xarray input: a DataArray named ``"metric"`` with
+            the dimensions ``(<feature dim>, <feature dim>_2)`` where the feature dimension
+            was (the second a copy of the first, its coordinates suffixed ``_2``: ``band`` and
+            ``band_2``, ``wavelength`` and ``wavelength_2``), and the input's sample
+            dimensions, coordinates and attrs; NaN for samples with a NaN and for features
+            dropped at fit.
 
         Examples
         --------
@@ -744,26 +1063,77 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> bool(np.allclose(M[0], np.linalg.inv(np.cov(X.T))))
         True
         """
+        if is_xarray(X):
+            d = self.n_features_in_
+            return self._xarray_matrices(X, "metric", {"whitened": whitened}, d)
         J = self.jacobian(X)
         weights = 1.0 / coefficient_variances(self) if whitened else None
         if is_dask(J):
             return J.map_blocks(metric_from_jacobian, weights, dtype=np.float64)
         return metric_from_jacobian(J, weights)
 
-    def reconstruction_errors(self, X):
-        """Mean squared reconstruction error for k = 0..n_steps components, in one pass.
+    def reconstruction_errors(self, X, per_sample=None):
+        """Squared reconstruction error for k = 0..n_steps components, in one pass.
 
-        Equal to the mean over rows of ``||x - inverse_transform(transform(x)[:, :k])||^2``
+        The error with ``k`` components is ``||x - inverse_transform(transform(x)[:, :k])||^2``
         (k = 0 is the error of the mean alone), computed from the residual norms without
         inverting.
 
+        Parameters
+        ----------
+        X : array-like, dask.array.Array, xarray.DataArray or xarray.Dataset
+            Of shape (n_samples, n_features) for arrays; xarray input of a model fitted on
+            xarray, stacked as in :meth:`transform`.
+        per_sample : bool, optional
+            Each sample's errors (True) or their mean over the samples (False). Default: the
+            mean for arrays, per sample (a map) for xarray input.
+
         Returns
         -------
-        errors : ndarray of shape (n_steps + 1,)
-            Always computed (also for Dask input).
+        errors : ndarray, dask.array.Array or xarray.DataArray
+            The mean: shape (n_steps + 1,), always computed (also for Dask input). Per sample:
+            shape (n_samples, n_steps + 1), lazy for a Dask array. xarray input: a DataArray
+            named ``"reconstruction_errors"`` with a dimension ``k`` (coordinate
+            0..n_steps) where the feature dimension was, and the input's sample dimensions,
+            coordinates and attrs (NaN for samples with a NaN); with ``per_sample=False`` the
+            mean over the valid samples, over ``k`` only.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ppa_dask import PPA
+        >>> X = np.random.default_rng(0).normal(size=(500, 3)) * [3.0, 2.0, 1.0]
+        >>> model = PPA(degree=2, random_state=0).fit(X)
+        >>> e = model.reconstruction_errors(X, per_sample=True)
+        >>> e.shape, bool(np.allclose(e.mean(axis=0), model.reconstruction_errors(X)))
+        ((500, 3), True)
         """
+        if is_xarray(X):
+            stacker = self._xarray_stacker()
+            rows, samples = stacker.stack(X)
+            k = len(self.degrees_) + 1
+            call = (self, "reconstruction_errors", {"per_sample": True})
+            values = map_valid_rows(rows, apply_method, (k,), call)
+            out = unstack_samples(
+                values, samples, ("k",), {"k": np.arange(k)}, "reconstruction_errors", X.attrs
+            )
+            if per_sample is None or per_sample:
+                return out
+            return out.mean(dim=list(samples.dims), skipna=True, keep_attrs=True)
         X, lazy = self._check_input(X)
         model = self.model_params()
+        if per_sample:
+            k = len(model.steps) + 1
+            if lazy:
+                return X.map_blocks(
+                    self._squared_residuals,
+                    model,
+                    dtype=np.float64,
+                    chunks=(X.chunks[0], (k,)),
+                    meta=np.empty((0, 0)),
+                )
+            with one_blas_thread():
+                return self._squared_residuals(X, model)
         if lazy:
             import dask
 
@@ -774,6 +1144,25 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             with one_blas_thread():
                 total = kernels.residual_norms_block(X, model)
         return total / X.shape[0]
+
+    @staticmethod
+    def _squared_residuals(X, model):
+        """``||residual after k steps||^2`` of each row, k = 0..n_steps: shape (n, n_steps + 1)."""
+        X = np.asarray(X, dtype=np.float64)
+        bad = ~np.isfinite(X)
+        if bad.any():
+            cols = np.flatnonzero(bad.any(axis=0)).tolist()
+            raise ValueError(
+                f"X contains {int(bad.sum())} NaN or inf values in columns {cols}; PPA needs "
+                "finite input."
+            )
+        out = np.empty((X.shape[0], len(model.steps) + 1))
+        Yt = kernels.centred_block(X, model.mean)
+        out[:, 0] = np.einsum("jn,jn->n", Yt, Yt)
+        for p, step in enumerate(model.steps):
+            _, Yt = kernels.step_forward(Yt, step, out=Yt)
+            out[:, p + 1] = np.einsum("jn,jn->n", Yt, Yt)
+        return out
 
     def save(self, path, overwrite=False):
         """Save the fitted model to a Zarr v3 group of plain arrays plus JSON (no pickle).
@@ -806,6 +1195,110 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 f"{path!r} holds a {type(model).__name__}, not a {cls.__name__}", "invalid"
             )
         return model
+
+    def check_fitted_state(self):
+        """Check that the fitted attributes agree with the parameters and with each other.
+
+        :func:`ppa_dask.store.load_model` calls this on every PPA it reads (raising
+        :class:`~ppa_dask.store.ModelFileError` with ``reason="invalid"``), so a file whose
+        checksums were rewritten to match wrong numbers is refused instead of giving wrong
+        shapes or broadcasting errors later.
+
+        Raises
+        ------
+        ValueError
+            Naming the first attribute that is wrong and what was expected of it.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ppa_dask import PPA
+        >>> model = PPA(degree=2).fit(np.random.default_rng(0).normal(size=(200, 3)))
+        >>> model.check_fitted_state()  # a fitted model passes
+        >>> model.n_components_ = 99
+        >>> model.check_fitted_state()
+        Traceback (most recent call last):
+        ...
+        ValueError: fitted attribute n_components_ must be 3 (n_components=None, 3 features), got 99
+        """
+        check_is_fitted(self)
+
+        def bad(name, expected, got):
+            raise ValueError(f"fitted attribute {name} must be {expected}, got {got}")
+
+        def integer(name, low):
+            value = getattr(self, name, None)
+            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool)):
+                bad(name, f"an int >= {low}", repr(value))
+            if value < low:
+                bad(name, f"an int >= {low}", value)
+            return int(value)
+
+        def array(name, shape, kind="f", finite=True):
+            value = getattr(self, name, None)
+            if not isinstance(value, np.ndarray):
+                bad(name, f"an array of shape {shape}", type(value).__name__)
+            expected = "float64" if kind == "f" else "an integer dtype"
+            if (value.dtype != np.float64) if kind == "f" else (value.dtype.kind not in "iu"):
+                bad(name, f"an array of {expected}", f"dtype {value.dtype}")
+            if value.shape != shape:
+                bad(name, f"an array of shape {shape}", f"shape {value.shape}")
+            if finite and kind == "f" and not np.isfinite(value).all():
+                bad(name, "finite", "NaN or inf values")
+            return value
+
+        d = integer("n_features_in_", 2)
+        try:
+            candidates, fixed = self._candidate_degrees()
+            check_params(
+                {"n_components": AnyOf(None, Integer(1, d, closed="left"))},
+                {"n_components": self.n_components},
+            )
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"the parameters do not fit n_features_in_ = {d}: {exc}") from None
+        k = self.n_components
+        n_steps = d - 1 if k is None else int(k)
+        n_out = d if k is None else int(k)
+        if integer("n_components_", 1) != n_out:
+            bad(
+                "n_components_",
+                f"{n_out} (n_components={k!r}, {d} features)",
+                self.n_components_,
+            )
+        integer("n_samples_", 1)
+        degrees = array("degrees_", (n_steps,), kind="i")
+        outside = sorted(set(degrees.tolist()) - set(candidates))
+        if outside:
+            bad(
+                "degrees_",
+                f"degrees among the candidates {candidates} (degree={self.degree!r})",
+                outside,
+            )
+        array("mean_", (d,))
+        vectors = array("leading_vectors_", (n_steps, d))
+        if not np.allclose(vectors @ vectors.T, np.eye(n_steps), atol=1e-8):
+            bad("leading_vectors_", "orthonormal rows", "rows that are not")
+        array("coefficients_", (n_steps, d, int(degrees.max()) + 1))
+        intervals = array("basis_intervals_", (n_steps, 2))
+        if not (intervals[:, 1] > 0).all():
+            bad("basis_intervals_", "(offset, scale) pairs with scale > 0", intervals.tolist())
+        ranges = array("alpha_ranges_", (n_steps, 2))
+        if not (ranges[:, 0] <= ranges[:, 1]).all():
+            bad("alpha_ranges_", "(low, high) pairs with low <= high", ranges.tolist())
+        array("residual_basis_", (d, d - n_steps))
+        for name, size in (("explained_variance_", n_out), ("residual_variance_", n_steps + 1)):
+            if (array(name, (size,)) < 0).any():
+                bad(name, "non-negative", getattr(self, name).tolist())
+        if fixed:
+            for name in ("cv_scores_", "fold_seed_"):
+                if getattr(self, name, None) is not None:
+                    bad(name, f"None (degree={self.degree!r} is fixed)", type(getattr(self, name)))
+        else:
+            array("cv_scores_", (n_steps, len(candidates)))
+            integer("fold_seed_", 0)
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None and np.shape(names) != (d,):
+            bad("feature_names_in_", f"{d} names", np.shape(names))
 
     @property
     def _n_features_out(self):

@@ -2,13 +2,16 @@
 
 One sweep over a feature-major residual block ``Y`` (``(f, n)``; or a block of samples
 ``(n, d)`` with the mean to subtract, for the first step) does what a step pass needs
-(:func:`ppa_dask.ppa.kernels.pass_kernel` calls it): optionally apply the previous fitted step
-(``y <- y - e' alpha' - U' v(t')``, with the basis continued linearly outside ``[lo', hi']``),
-optionally re-express the result in a smaller orthonormal frame, then accumulate the moments of
-the step being fitted: the sums of the Chebyshev polynomials ``T_0 .. T_2g`` of its coordinate
-``t`` (the Gram matrix follows from the product identity), the cross moments ``sum y T_k(t)``,
-the squared norms orthogonal to the leading vector (for cross-validation) and the range of ``t``,
-per cross-validation fold.
+(:func:`ppa_dask.ppa.kernels.pass_kernel` calls it): optionally apply the fitted steps not yet
+applied (``y <- y - e' alpha' - U' v(t')`` for each, with the basis continued linearly outside
+``[lo', hi']``), optionally re-express the result in a smaller orthonormal frame, then accumulate
+the moments of the step being fitted and of the steps gathered ahead: the sums of the Chebyshev
+polynomials ``T_0 .. T_2g`` of its coordinate ``t`` (the Gram matrix follows from the product
+identity), the cross moments ``sum y T_k(t)``, the squared norms orthogonal to the leading vector
+(for cross-validation) and the range of ``t``, per cross-validation fold. From
+:data:`GATHER_FROM` directions on, each fold's rows of a chunk are first gathered into a
+contiguous block, so each row costs one cross-moment product per direction (into its own fold's
+sums) instead of one per fold.
 
 Why compiled: in numpy each of these is a separate sweep over memory with a temporary array
 (about 48 element-wise operations per row besides the products), which made a pass take 4-5x
@@ -29,6 +32,7 @@ from numba import njit
 
 __all__ = [
     "CHUNK",
+    "GATHER_FROM",
     "apply_step",
     "centred_moments",
     "chebyshev_rows",
@@ -326,6 +330,41 @@ def _cross_moments(Ys, T, rows, cols, L, acc):
         i += 1
 
 
+#: directions per pass from which each fold's rows are gathered into a contiguous block (one
+#: cross-moment product per row and direction) rather than weighted (one product per fold): the
+#: gather costs about one direction's product, so it pays from three directions on
+GATHER_FROM = 3
+
+
+@_compiled(fastmath=_FASTMATH, boundscheck=False)
+def _direction_moments(Ys, rows, L, e, off, sc, g1, al, tn, T3, lane_lo, lane_hi, sums, yv):
+    """One direction's moments on the columns ``:L`` of ``Ys``: ``al = e . y``, its Chebyshev
+    rows ``T3[0]`` (``T_0 .. T_{len(sums)-1}``), their sums into ``sums``, the cross moments of
+    ``T_0 .. T_{g1-1}`` into ``yv`` and the per-lane range of ``t``."""
+    for r in range(L):
+        al[r] = 0.0
+    for i in range(rows):
+        en = e[i]
+        ys = Ys[i]
+        for r in range(L):
+            al[r] += en * ys[r]
+    for r in range(L):
+        t = (al[r] - off) / sc
+        tn[r] = t
+        lane_lo[r] = min(lane_lo[r], t)
+        lane_hi[r] = max(lane_hi[r], t)
+    m = sums.shape[0]
+    _chebyshev_fill(tn, L, m - 1, 0, T3)
+    T = T3[0]
+    for k in range(m):
+        Tk = T[k]
+        s = 0.0
+        for r in range(L):
+            s += Tk[r]
+        sums[k] += s
+    _cross_moments(Ys, T, rows, g1, L, yv)
+
+
 @_compiled(fastmath=_FASTMATH, boundscheck=False)
 def _fused_kernel(
     Y,
@@ -334,18 +373,15 @@ def _fused_kernel(
     out,
     out_offset,
     store,
-    has_prev,
-    e_prev,
+    E_prev,
     U_prev,
-    off_p,
-    sc_p,
-    lo_p,
-    hi_p,
+    g_prev,
+    P_prev,
     has_rotation,
     Q,
-    e,
-    off,
-    sc,
+    E,
+    offs,
+    scs,
     degree,
     start,
     seed,
@@ -356,14 +392,19 @@ def _fused_kernel(
     else:
         f, n = Y.shape
     fz = Q.shape[1] if has_rotation else f  # rows of the residual the moments are taken on
-    gp = U_prev.shape[1]  # previous basis size (its degree + 1)
+    K = E_prev.shape[0]  # fitted steps to apply first
+    gp = U_prev.shape[2]  # their largest basis size (degree + 1)
     m = 2 * degree + 1  # T_0 .. T_2g: the Gram matrix comes from their sums
     g1 = degree + 1
-    nw = n_folds - 1  # folds accumulated with 0/1 weights; the last one is the total minus them
+    J = E.shape[0]  # directions: the step being fitted, then the steps gathered ahead
+    folded = n_folds > 1
+    gather = folded and J >= GATHER_FROM
+    last = n_folds - 1
     key = _hash_key(seed)
     nf = np.uint64(n_folds)
     Yu = np.empty((f, CHUNK))  # the chunk's updated residual
     Ys = np.empty((fz, CHUNK)) if has_rotation else Yu  # ... in the frame of the moments
+    Yf = np.empty((fz, CHUNK)) if gather else Ys  # ... the rows of one fold, gathered
     ap = np.empty(CHUNK)
     tp = np.empty(CHUNK)
     tcp = np.empty(CHUNK)
@@ -374,16 +415,17 @@ def _fused_kernel(
     tn = np.empty(CHUNK)
     T3 = np.empty((1, m, CHUNK))
     T = T3[0]
+    Tw = np.empty((g1, CHUNK))
     yy = np.empty(CHUNK)
     lab = np.empty(CHUNK, dtype=np.int64)
-    w = np.empty(CHUNK)
-    Tw = np.empty((g1, CHUNK))
-    sums = np.zeros((n_folds, m))
-    yv = np.zeros((n_folds, fz, g1))
-    zz = np.zeros(n_folds)
+    order = np.empty(CHUNK, dtype=np.int64)
+    wts = np.empty((max(n_folds - 1, 1), CHUNK))
+    sums = np.zeros((J, n_folds, m))
+    yv = np.zeros((J, n_folds, fz, g1))
+    zz = np.zeros((J, n_folds))
     counts = np.zeros(n_folds, dtype=np.int64)
-    tmin_lane = np.full(CHUNK, np.inf)  # per-lane extremes vectorise; reduced at the end
-    tmax_lane = np.full(CHUNK, -np.inf)
+    tmin_lane = np.full((J, CHUNK), np.inf)  # per-lane extremes vectorise; reduced at the end
+    tmax_lane = np.full((J, CHUNK), -np.inf)
     for a in range(0, n, CHUNK):
         b = min(n, a + CHUNK)
         L = b - a
@@ -392,19 +434,30 @@ def _fused_kernel(
                 row = Y[a + r]
                 for i in range(f):
                     Yu[i, r] = row[i] - center[i]
-        elif has_prev:
-            # ---- the previous step: y <- y - e' alpha' - U' v(t') ----
-            _alpha_chunk(Y, a, L, e_prev, ap)
-            for r in range(L):
-                tp[r] = (ap[r] - off_p) / sc_p
-            _extended_fill(tp, L, gp - 1, lo_p, hi_p, 0, Tp3, tcp, dtmp)
-            _shift_chunk(ap, L, -1.0, e_prev, U_prev, Tp, Y, a, Yu, 0)
-        else:
+        elif K == 0:
             for i in range(f):
                 yi = Y[i, a:b]
                 yu = Yu[i]
                 for r in range(L):
                     yu[r] = yi[r]
+        for s in range(K):
+            # ---- the fitted steps not yet applied, in order: y <- y - e alpha - U v(t) ----
+            # (the first reads the block, the others update the chunk in cache)
+            gs = g_prev[s]
+            es = E_prev[s]
+            Us = U_prev[s, :, :gs]
+            if s == 0 and not source:
+                _alpha_chunk(Y, a, L, es, ap)
+            else:
+                _alpha_chunk(Yu, 0, L, es, ap)
+            off_s, sc_s = P_prev[s, 0], P_prev[s, 1]
+            for r in range(L):
+                tp[r] = (ap[r] - off_s) / sc_s
+            _extended_fill(tp, L, gs - 1, P_prev[s, 2], P_prev[s, 3], 0, Tp3, tcp, dtmp)
+            if s == 0 and not source:
+                _shift_chunk(ap, L, -1.0, es, Us, Tp, Y, a, Yu, 0)
+            else:
+                _shift_chunk(ap, L, -1.0, es, Us, Tp, Yu, 0, Yu, 0)
         if has_rotation:
             # into the smaller frame: z = Q^T y
             for j in range(fz):
@@ -416,77 +469,117 @@ def _fused_kernel(
                     yu = Yu[i]
                     for r in range(L):
                         zj[r] += q * yu[r]
-        for r in range(L):
-            al[r] = 0.0
-        for i in range(fz):
-            en = e[i]
-            ys = Ys[i]
-            for r in range(L):
-                al[r] += en * ys[r]
         if store:
             for i in range(fz):
                 ys = Ys[i]
                 oi = out[i, out_offset + a : out_offset + b]
                 for r in range(L):
                     oi[r] = ys[r]
-        # ---- moments of the step being fitted ----
-        for r in range(L):
-            t = (al[r] - off) / sc
-            tn[r] = t
-            tmin_lane[r] = min(tmin_lane[r], t)
-            tmax_lane[r] = max(tmax_lane[r], t)
-        _chebyshev_fill(tn, L, m - 1, 0, T3)
-        last = n_folds - 1
-        for k in range(m):
-            Tk = T[k]
-            s = 0.0
+        if folded:
+            # folds and squared norms are shared by every direction of the pass
             for r in range(L):
-                s += Tk[r]
-            sums[last, k] += s
-        _cross_moments(Ys, T, fz, g1, L, yv[last])
+                h = _splitmix64(key + (np.uint64(start + a + r) + np.uint64(1)) * _GOLDEN)
+                lab[r] = np.int64(h % nf)
+        if gather:
+            # ---- moments fold by fold on its rows, gathered: one product per row ----
+            for fo in range(n_folds):
+                c = 0
+                for r in range(L):
+                    if lab[r] == fo:
+                        order[c] = r
+                        c += 1
+                counts[fo] += c
+                if c == 0:
+                    continue
+                for q in range(c):
+                    yy[q] = 0.0
+                for i in range(fz):
+                    ys = Ys[i]
+                    yf = Yf[i]
+                    for q in range(c):
+                        v = ys[order[q]]
+                        yf[q] = v
+                        yy[q] += v * v
+                for j in range(J):
+                    _direction_moments(
+                        Yf, fz, c, E[j], offs[j], scs[j], g1, al, tn, T3,
+                        tmin_lane[j], tmax_lane[j], sums[j, fo], yv[j, fo],
+                    )  # fmt: skip
+                    # the norm orthogonal to this and every earlier direction of the pass:
+                    # gathered ahead, step j's residual is this one without the earlier ones
+                    s = 0.0
+                    for q in range(c):
+                        v = yy[q] - al[q] * al[q]
+                        yy[q] = v
+                        s += v
+                    zz[j, fo] += s
+            continue
+        # ---- moments on all rows (the last fold holds the total until the end), then each
+        # other fold's with 0/1 weights ----
         counts[last] += L
-        if nw > 0:
+        for fo in range(last):
+            wf = wts[fo]
+            c = 0
             for r in range(L):
-                yy[r] = -al[r] * al[r]
+                hit = lab[r] == fo
+                wf[r] = 1.0 if hit else 0.0
+                c += hit
+            counts[fo] += c
+        if folded:
+            for r in range(L):
+                yy[r] = 0.0
             for i in range(fz):
                 ys = Ys[i]
                 for r in range(L):
                     yy[r] += ys[r] * ys[r]
+        for j in range(J):
+            _direction_moments(
+                Ys, fz, L, E[j], offs[j], scs[j], g1, al, tn, T3,
+                tmin_lane[j], tmax_lane[j], sums[j, last], yv[j, last],
+            )  # fmt: skip
+            if not folded:
+                continue
+            for r in range(L):
+                yy[r] -= al[r] * al[r]
             s = 0.0
             for r in range(L):
                 s += yy[r]
-            zz[last] += s
-            for r in range(L):
-                h = _splitmix64(key + (np.uint64(start + a + r) + np.uint64(1)) * _GOLDEN)
-                lab[r] = np.int64(h % nf)
-            for fo in range(nw):
-                c = 0
-                for r in range(L):
-                    hit = lab[r] == fo
-                    w[r] = 1.0 if hit else 0.0
-                    c += hit
-                counts[fo] += c
+            zz[j, last] += s
+            for fo in range(last):
+                wf = wts[fo]
+                sj = sums[j, fo]
                 for k in range(m):
                     Tk = T[k]
                     s = 0.0
                     for r in range(L):
-                        s += Tk[r] * w[r]
-                    sums[fo, k] += s
+                        s += Tk[r] * wf[r]
+                    sj[k] += s
                 for k in range(g1):
                     Tk = T[k]
                     Twk = Tw[k]
                     for r in range(L):
-                        Twk[r] = Tk[r] * w[r]
-                _cross_moments(Ys, Tw, fz, g1, L, yv[fo])
+                        Twk[r] = Tk[r] * wf[r]
+                _cross_moments(Ys, Tw, fz, g1, L, yv[j, fo])
                 s = 0.0
                 for r in range(L):
-                    s += yy[r] * w[r]
-                zz[fo] += s
-    tmin = np.inf
-    tmax = -np.inf
-    for r in range(CHUNK):
-        tmin = min(tmin, tmin_lane[r])
-        tmax = max(tmax, tmax_lane[r])
+                    s += yy[r] * wf[r]
+                zz[j, fo] += s
+    if folded and not gather:  # the last fold held the total: make it the total minus the others
+        for fo in range(last):
+            counts[last] -= counts[fo]
+            for j in range(J):
+                zz[j, last] -= zz[j, fo]
+                for k in range(m):
+                    sums[j, last, k] -= sums[j, fo, k]
+                for i in range(fz):
+                    for k in range(g1):
+                        yv[j, last, i, k] -= yv[j, fo, i, k]
+    tmin = np.full(J, np.inf)
+    tmax = np.full(J, -np.inf)
+    for j in range(J):
+        for r in range(CHUNK):
+            tmin[j] = min(tmin[j], tmin_lane[j, r])
+            tmax[j] = max(tmax[j], tmax_lane[j, r])
     return sums, yv, zz, counts, tmin, tmax
 
 
@@ -542,19 +635,22 @@ def fused_step_pass(
     out_offset=0,
     rotation=None,
     center=None,
+    ahead=None,
 ):
-    """Apply ``step`` (or nothing) to a residual block and take the next step's raw moments.
+    """Apply fitted steps (or none) to a residual block and take the next step's raw moments.
 
     Parameters
     ----------
     Y : ndarray of shape (f, n), or (n, f) with ``center``
         Feature-major residual block (float64, C-contiguous); read only, unless it is ``out``.
         With ``center`` (the mean, shape (f,)), a block of samples as rows instead: the
-        residual is ``(Y - center)^T`` (then ``step`` must be None).
+        residual is ``(Y - center)^T``.
     start : int
         Global index of the block's first row (for the fold hash).
-    step : kernels.StepParams or None
-        The fitted step to apply first (its vectors in ``Y``'s frame), or None.
+    step : kernels.StepParams, sequence of them, or None
+        The fitted steps to apply first, in order (their vectors in ``Y``'s frame): all of them
+        chunk by chunk in the same sweep, so each costs a few products per row, not a sweep
+        over memory.
     rotation : ndarray of shape (f, m) or None
         Orthonormal columns: after the update the residual is re-expressed as ``z = Q^T y`` (a
         smaller frame holding it exactly); ``direction``, the moments and ``out`` are then in
@@ -565,34 +661,44 @@ def fused_step_pass(
     out : ndarray of shape (f or m, N) or None
         Where the updated residual goes, columns ``out_offset .. out_offset + n`` (may be ``Y``
         itself); None keeps nothing.
+    ahead : tuple (directions (L, f or m), offsets (L,), scales (L,)) or None
+        Steps gathered ahead (:func:`ppa_dask.ppa.algebra.linear_lookahead`): their moments are
+        taken in the same sweep on the same residual, each ``zz`` orthogonal to ``direction``
+        and to every earlier direction of ``ahead`` (the directions must be orthonormal).
 
     Returns
     -------
     sums : (n_folds, 2 degree + 1), yv : (n_folds, f, degree + 1), zz : (n_folds,),
     counts : (n_folds,), tmin, tmax
         Per fold ``f``: ``sum T_k(t)``, ``sum y T_k(t)``, ``sum ||y||^2 - alpha^2`` (0 unless
-        ``n_folds > 1``) and the row count, all rows (not the complement) of each fold.
+        ``n_folds > 1``) and the row count, all rows (not the complement) of each fold. With
+        ``ahead``, a list of such tuples: the step's, then one per direction ahead.
     """
     source = center is not None
     f = Y.shape[1] if source else Y.shape[0]
-    if source and step is not None:
-        raise ValueError("a step can only be applied to a residual block, not to samples")
-    if step is None:
-        prev = (False, np.zeros(f), np.zeros((f, 1)), 0.0, 1.0, -np.inf, np.inf)
-    else:
-        prev = (
-            True,
-            np.ascontiguousarray(step.direction, dtype=np.float64),
-            np.ascontiguousarray(step.coef, dtype=np.float64),
-            float(step.offset),
-            float(step.scale),
-            float(step.lo),
-            float(step.hi),
-        )
+    steps = () if step is None else (step,) if hasattr(step, "direction") else tuple(step)
+    K = len(steps)
+    widest = max([s.coef.shape[1] for s in steps], default=1)
+    E_prev = np.zeros((K, f))
+    U_prev = np.zeros((K, f, widest))
+    g_prev = np.zeros(K, dtype=np.int64)
+    P_prev = np.zeros((K, 4))
+    for s, st in enumerate(steps):
+        E_prev[s] = st.direction
+        g_prev[s] = st.coef.shape[1]
+        U_prev[s, :, : g_prev[s]] = st.coef
+        P_prev[s] = st.offset, st.scale, st.lo, st.hi
     store = out is not None
     has_rotation = rotation is not None
     Q = np.ascontiguousarray(rotation, dtype=np.float64) if has_rotation else _NO_OUTPUT
     center = np.ascontiguousarray(center, dtype=np.float64) if source else _NO_CENTER
+    direction = np.ascontiguousarray(direction, dtype=np.float64)
+    if ahead is None or len(ahead[0]) == 0:
+        E, offs, scs = direction[None], np.array([float(offset)]), np.array([float(scale)])
+    else:
+        E = np.ascontiguousarray(np.vstack([direction[None], ahead[0]]), dtype=np.float64)
+        offs = np.concatenate([[float(offset)], np.asarray(ahead[1], dtype=np.float64)])
+        scs = np.concatenate([[float(scale)], np.asarray(ahead[2], dtype=np.float64)])
     sums, yv, zz, counts, tmin, tmax = _fused_kernel(
         Y,
         source,
@@ -600,21 +706,22 @@ def fused_step_pass(
         out if store else _NO_OUTPUT,
         int(out_offset),
         store,
-        *prev,
+        E_prev,
+        U_prev,
+        g_prev,
+        P_prev,
         has_rotation,
         Q,
-        np.ascontiguousarray(direction, dtype=np.float64),
-        float(offset),
-        float(scale),
+        E,
+        offs,
+        scs,
         int(degree),
         np.int64(start),
         np.uint64(int(seed) & _MASK64),
         int(n_folds),
     )
-    # the last fold is accumulated as the total: make it the total minus the others
-    if n_folds > 1:
-        sums[-1] -= sums[:-1].sum(axis=0)
-        yv[-1] -= yv[:-1].sum(axis=0)
-        zz[-1] -= zz[:-1].sum()
-        counts[-1] -= counts[:-1].sum()
-    return sums, yv, zz, counts, float(tmin), float(tmax)
+    parts = [
+        (sums[j], yv[j], zz[j], counts.copy() if j else counts, float(tmin[j]), float(tmax[j]))
+        for j in range(E.shape[0])
+    ]
+    return parts[0] if ahead is None else parts

@@ -278,8 +278,16 @@ def _combine_sums(parts, summed):
 
 
 def combine_step_moments(parts):
-    """Merge a list of :func:`step_moments` dicts (sums, and min/max of the range)."""
-    return _combine_sums(parts, ("n", "vv", "yv", "zz"))
+    """Merge a list of :func:`step_moments` dicts (sums, and min/max of the range); the
+    moments of steps gathered ahead (``"ahead"``, a list of such dicts) are merged alike."""
+    parts = list(parts)
+    out = _combine_sums(parts, ("n", "vv", "yv", "zz"))
+    if "ahead" in out:
+        out["ahead"] = [
+            _combine_sums([p["ahead"][j] for p in parts], ("n", "vv", "yv", "zz"))
+            for j in range(len(out["ahead"]))
+        ]
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -343,6 +351,7 @@ def pass_kernel(
     in_place=False,
     sub_block=SUB_BLOCK_ROWS,
     rotation=None,
+    ahead=(),
 ):
     """One fused pass over a block: bring it to the current residual, then take step moments.
 
@@ -351,11 +360,12 @@ def pass_kernel(
     yet applied to it) bring it to the residual of the step being fitted, and the moments of
     :func:`step_moments` are taken on that.
 
-    The usual cases, a residual with one step to apply or a source block with none, are one
-    compiled sweep (:func:`ppa_dask.ppa.fused.fused_step_pass`: centring, the update, the change of
-    frame and the moments together). Otherwise (several steps to re-apply, or float32 or
-    non-contiguous input) numpy prepares ``sub_block`` rows at a time and the compiled sweep does
-    the rest for each slice.
+    A float64 C-contiguous block is one compiled sweep
+    (:func:`ppa_dask.ppa.fused.fused_step_pass`: centring, every pending step, the change of
+    frame and the moments together, chunk by chunk in cache: after steps gathered ahead a pass
+    applies up to ``lookahead + 1`` of them, each one a few products per row instead of a sweep
+    over memory). Other input (float32, non-contiguous) is converted ``sub_block`` rows at a
+    time and each slice swept alike.
 
     Returns ``(residual, moments)``; ``residual`` is None unless ``keep``. ``in_place`` lets a
     residual input be overwritten (the in-memory driver owns its residual; Dask blocks are never
@@ -363,15 +373,30 @@ def pass_kernel(
     ``rotation`` (f, m), when given, re-expresses the updated residual in a smaller orthonormal
     frame (``z = Q^T y``) before the moments are taken; ``direction`` is then given in that frame,
     and so are the cross moments returned.
+
+    ``ahead``, a sequence of ``(direction, offset, scale)`` (in the frame of the moments,
+    orthonormal to ``direction`` and to each other), asks for the moments of the steps after
+    this one too, on the hypothesis that this step and those before each of them are linear
+    (:func:`ppa_dask.ppa.algebra.linear_lookahead`): they are taken on the same residual in the same sweep and
+    returned, a list of dicts like the step's own, as ``moments["ahead"]``. Their ``zz`` is
+    already orthogonal to every earlier direction; their cross moments are not (the client
+    projects them, :func:`ppa_dask.ppa.algebra.deflate_ahead`).
     """
+    ahead = tuple(ahead)
+    packed = None
+    if ahead:
+        packed = (
+            np.array([np.asarray(a[0], dtype=np.float64) for a in ahead]),
+            np.array([float(a[1]) for a in ahead]),
+            np.array([float(a[2]) for a in ahead]),
+        )
     if center is not None:
         n, d = X.shape
     else:
         d, n = X.shape
     rows_out = d if rotation is None else rotation.shape[1]
     target = (degree, seed, n_folds)
-    one_sweep = not steps if center is not None else len(steps) <= 1
-    if one_sweep and X.dtype == np.float64 and X.flags.c_contiguous:
+    if X.dtype == np.float64 and X.flags.c_contiguous:
         if keep and in_place and center is None:
             # the sweep reads a chunk's columns before it writes them, so a smaller frame can
             # reuse the leading rows of the same array (no new memory to fault in)
@@ -383,7 +408,7 @@ def pass_kernel(
         parts = _fused.fused_step_pass(
             X,
             start,
-            steps[0] if steps else None,
+            steps,
             direction,
             offset,
             scale,
@@ -391,20 +416,18 @@ def pass_kernel(
             out=residual,
             rotation=rotation,
             center=center,
+            ahead=packed,
         )
-        return residual, _moments_dict(*parts, degree)
+        return residual, _pass_moments(parts, degree, ahead)
     residual = np.empty((rows_out, n)) if keep else None
-    sums = yv = zz = counts = None
-    tmin, tmax = np.inf, -np.inf
+    total = None
     for a in range(0, max(n, 1), sub_block):
         b = min(n, a + sub_block)
-        Yt = centred_block(X[a:b], center) if center is not None else X[:, a:b]
-        for step in steps[:-1]:
-            _, Yt = step_forward(Yt, step)
+        block = X[a:b] if center is not None else X[:, a:b]
         part = _fused.fused_step_pass(
-            np.ascontiguousarray(Yt, dtype=np.float64),
+            np.ascontiguousarray(block, dtype=np.float64),
             start + a,
-            steps[-1] if steps else None,
+            steps,
             direction,
             offset,
             scale,
@@ -412,13 +435,27 @@ def pass_kernel(
             out=residual,
             out_offset=a,
             rotation=rotation,
+            center=center,
+            ahead=packed,
         )
-        if sums is None:
-            sums, yv, zz, counts = part[:4]
+        part = [part] if packed is None else part
+        if total is None:
+            total = [list(p) for p in part]
         else:
-            sums, yv, zz, counts = sums + part[0], yv + part[1], zz + part[2], counts + part[3]
-        tmin, tmax = min(tmin, part[4]), max(tmax, part[5])
-    return residual, _moments_dict(sums, yv, zz, counts, tmin, tmax, degree)
+            for acc, p in zip(total, part):
+                for i in range(4):
+                    acc[i] = acc[i] + p[i]
+                acc[4], acc[5] = min(acc[4], p[4]), max(acc[5], p[5])
+    return residual, _pass_moments(total if packed is not None else total[0], degree, ahead)
+
+
+def _pass_moments(parts, degree, ahead):
+    """The moments dict of a pass from the sweep's raw sums (a list of them with ``ahead``)."""
+    if not ahead:
+        return _moments_dict(*parts, degree)
+    out = _moments_dict(*parts[0], degree)
+    out["ahead"] = [_moments_dict(*p, degree) for p in parts[1:]]
+    return out
 
 
 def _check_block_finite(X, start, what="X"):

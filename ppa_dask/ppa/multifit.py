@@ -29,7 +29,7 @@ import numpy as np
 from sklearn.base import clone
 
 from ppa_dask.ppa import kernels
-from ppa_dask.ppa.drivers import Driver, local_rows
+from ppa_dask.ppa.drivers import Driver, local_rows, task_keys
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import compute
 from ppa_dask.utils.seeds import set_random_state
@@ -168,6 +168,7 @@ def _scan_chunk(block, start, work, block_rows, with_totals):
                     step.n_folds,
                     keep=False,
                     sub_block=block_rows,
+                    ahead=step.ahead,
                 )
             else:
                 mean, steps, step = payload
@@ -262,6 +263,9 @@ def fit_members_shared_scans(X, specs, template, split_every=8):
         with_totals = not totals and any(kind == "first" for kind in kinds.values())
         scan_task = dask.delayed(_scan_chunk, pure=True)
         parts = []
+        keys = task_keys(
+            f"ppa-shared-scan-{rendezvous.n_scans + 1:02d}", len(blocks), X.name, specs, requests
+        )
         for c, (block, start) in enumerate(zip(blocks, starts)):
             work = {}
             for member, (kind, payload) in requests.items():
@@ -269,7 +273,9 @@ def fit_members_shared_scans(X, specs, template, split_every=8):
                 if kind == "first":
                     payload = local_rows(payload, lo, lo + int(counts[c, member]))
                 work[member] = (specs[member], lo, kind, payload)
-            parts.append(scan_task(block, int(start), work, block_rows, with_totals))
+            parts.append(
+                scan_task(block, int(start), work, block_rows, with_totals, dask_key_name=keys[c])
+            )
         (merged,) = compute(_reduce(parts, kinds, split_every))
         if with_totals:
             n_rows, sums = merged.pop("__totals__")

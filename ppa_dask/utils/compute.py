@@ -14,7 +14,7 @@ from ppa_dask.utils.blas import one_blas_thread
 __all__ = ["compute", "current_client", "tree_reduce", "uses_local_scheduler"]
 
 
-def tree_reduce(parts, combine, split_every):
+def tree_reduce(parts, combine, split_every, name=None):
     """Combine a list of delayed partial results in a tree of fan-in ``split_every``.
 
     Parameters
@@ -24,6 +24,10 @@ def tree_reduce(parts, combine, split_every):
         Takes a list of partial results, returns one (pure: its task is content-keyed).
     split_every : int
         Fan-in of each combine task.
+    name : str, optional
+        Prefix of the combine tasks' keys, ``f"{name}-{token}"`` with a token of what each
+        merges (so the dashboard names them, e.g. ``ppa-step-07-merge``); by default dask's
+        ``f"{combine.__name__}-{token}"``.
 
     Returns
     -------
@@ -36,14 +40,21 @@ def tree_reduce(parts, combine, split_every):
     >>> parts = [dask.delayed(i) for i in range(10)]
     >>> tree_reduce(parts, sum, 4).compute()
     45
+    >>> tree_reduce(parts, sum, 4, name="total").key.startswith("total-")
+    True
     """
     import dask
+    from dask.base import tokenize
 
     combine_task = dask.delayed(combine, pure=True)
+
+    def merge(group):
+        if name is None:
+            return combine_task(group)
+        return combine_task(group, dask_key_name=f"{name}-{tokenize(combine, group)}")
+
     while len(parts) > 1:
-        parts = [
-            combine_task(parts[i : i + split_every]) for i in range(0, len(parts), split_every)
-        ]
+        parts = [merge(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
     return parts[0]
 
 

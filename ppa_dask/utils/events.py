@@ -1,0 +1,93 @@
+"""The records a PPA fit publishes to its distributed scheduler, one per fitted step.
+
+Under a distributed Client, :meth:`ppa_dask.PPA.fit` logs a small record after each step on the
+scheduler's event topic :data:`FIT_TOPIC` (``Client.log_event``: a round trip of a few
+milliseconds per step, next to a pass over the data); the scheduler keeps the last events of a
+topic (``distributed.admin.low-level-log-length``) and the dashboard page
+(:mod:`ppa_dask.app.dashboard`) reads them from there. Without a Client, or inside a task (the
+members of an ensemble fitted on the workers), nothing is published and nothing is spent beyond
+the check for a Client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+import weakref
+
+from ppa_dask.utils.compute import current_client
+
+__all__ = ["FIT_TOPIC", "publish_step", "step_record"]
+
+#: The scheduler event topic of the step records.
+FIT_TOPIC = "ppa-fits"
+#: Longest estimator description kept in a record (the page shows it as the fit's title).
+MAX_DESCRIPTION = 300
+
+# the id of each estimator's current fit (a new one at its first step)
+_fit_ids = weakref.WeakKeyDictionary()
+
+
+def step_record(
+    fit_id,
+    estimator,
+    *,
+    step,
+    n_steps,
+    n_samples,
+    n_features,
+    degree,
+    candidates,
+    cv_scores,
+    variance,
+    residual,
+):
+    """The record of step ``step`` (0-based) of a fit, in plain types (msgpack-serialisable).
+
+    ``variance`` is the step's variance along its leading direction with divisor ``n_samples``;
+    the record's ``explained_variance`` has the divisor ``n_samples - 1``, like the fitted
+    ``explained_variance_``.
+
+    Examples
+    --------
+    >>> r = step_record("f1", "PPA()", step=0, n_steps=2, n_samples=5, n_features=3, degree=2,
+    ...                 candidates=[1, 2], cv_scores=[0.5, 0.25], variance=0.8, residual=0.4)
+    >>> r["step"], r["degree"], r["explained_variance"], r["cv_scores"]
+    (1, 2, 1.0, [0.5, 0.25])
+    """
+    ddof = n_samples / (n_samples - 1) if n_samples > 1 else 1.0
+    return {
+        "fit": str(fit_id),
+        "estimator": str(estimator)[:MAX_DESCRIPTION],
+        "step": int(step) + 1,
+        "n_steps": int(n_steps),
+        "n_samples": int(n_samples),
+        "n_features": int(n_features),
+        "degree": int(degree),
+        "candidates": [int(g) for g in candidates],
+        "cv_scores": None if cv_scores is None else [float(s) for s in cv_scores],
+        "explained_variance": float(variance) * ddof,
+        "residual_variance": float(residual),
+    }
+
+
+def publish_step(estimator, **step):
+    """Log step ``step["step"]`` of ``estimator``'s fit on the current Client's scheduler.
+
+    Does nothing without a distributed Client (or inside a task). The keywords are those of
+    :func:`step_record`; a new fit id starts at step 0. A scheduler that cannot be reached
+    loses the record, not the fit.
+
+    Examples
+    --------
+    >>> publish_step(object, step=0, n_steps=1, n_samples=3, n_features=2, degree=1,
+    ...              candidates=[1], cv_scores=None, variance=1.0, residual=0.0)  # no Client
+    """
+    client = current_client()
+    if client is None:
+        return
+    if step["step"] == 0 or estimator not in _fit_ids:
+        _fit_ids[estimator] = uuid.uuid4().hex[:12]
+    record = step_record(_fit_ids[estimator], repr(estimator), **step)
+    with contextlib.suppress(OSError, TimeoutError):  # CommClosedError is an OSError
+        client.log_event(FIT_TOPIC, record)
