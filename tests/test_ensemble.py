@@ -8,6 +8,8 @@ import dask.array as da
 import numpy as np
 import pytest
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
 from sklearn.tree import DecisionTreeRegressor
 
 from ppa_dask import PPA
@@ -329,7 +331,11 @@ class TestFanOut:
                 with get_task_stream(client) as stream:
                     model = FeatureBaggingRegressor(**params).fit(X, y)
                 names = [t["key"] for t in stream.data]
-                assert sum("_fit_member_task" in str(key) for key in names) == 8
+                # one task per member, named for the dashboard by what it computes
+                members = sorted(str(key) for key in names if str(key).startswith("bag-member-"))
+                assert [key[: len("bag-member-0000")] for key in members] == [
+                    f"bag-member-{b:04d}" for b in range(8)
+                ]
                 assert np.array_equal(model.predict(X), reference)
             finally:
                 client.close()
@@ -411,8 +417,9 @@ class TestStore:
 
     def test_members_that_need_pickle_stay_in_memory(self, tmp_path):
         X, y = linear_data()
+        with_code = make_pipeline(FunctionTransformer(np.tanh), LinearRegression())
         model = FeatureBaggingRegressor(
-            DecisionTreeRegressor(), n_estimators=3, random_state=0, store=tmp_path
+            with_code, n_estimators=3, random_state=0, store=tmp_path
         ).fit(X, y)
         assert os.listdir(tmp_path) == ["manifest.json"]
         assert model.predict(X).shape == (120,)

@@ -138,6 +138,45 @@ def test_frames_are_rotations_in_six_dimensions(model6):
     assert np.isfinite(chi).all() and (chi[:, :-1] >= 0).all()
 
 
+@pytest.mark.parametrize("axis", [0, 2, 5])
+def test_dask_points_give_lazy_frames_equal_to_numpy(model6, axis):
+    import dask
+    import dask.array as da
+
+    model, X = model6
+    points = X[:300]
+    lazy = da.from_array(points, chunks=(70, 3))  # uneven row chunks, split features
+
+    def no_compute(*args, **kwargs):
+        raise AssertionError("building the result computed something")
+
+    with dask.config.set(scheduler=no_compute):
+        frames, chi = frenet_serret(model, lazy, axis=axis)
+    assert isinstance(frames, da.Array) and isinstance(chi, da.Array)
+    assert frames.shape == (300, 6, 6) and chi.shape == (300, 5)
+    assert frames.chunks[0] == chi.chunks[0] == lazy.chunks[0]
+    ref_frames, ref_chi = frenet_serret(model, points, axis=axis)
+    with dask.config.set(scheduler="synchronous"):
+        got_frames, got_chi = dask.compute(frames, chi)
+    np.testing.assert_allclose(got_frames, ref_frames, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got_chi, ref_chi, rtol=1e-12, atol=1e-12)
+
+
+def test_dask_points_are_checked_like_numpy_points(model6):
+    import dask.array as da
+
+    model, X = model6
+    with pytest.raises(ValueError, match="X has 4 features, but the model is expecting 6"):
+        frenet_serret(model, da.from_array(X[:10, :4]))
+    with pytest.raises(ValueError, match="axis must be between 0 and 5"):
+        frenet_serret(model, da.from_array(X[:10]), axis=6)
+    bad = X[:10].copy()
+    bad[3, 1] = np.inf
+    frames, _ = frenet_serret(model, da.from_array(bad, chunks=5))
+    with pytest.raises(ValueError, match=r"NaN or inf values in columns \[1\]"):
+        frames.compute(scheduler="synchronous")
+
+
 # --------------------------------------------- curves of known curvature (closed forms) ------
 
 

@@ -293,3 +293,153 @@ def test_saved_xarray_model_transforms_identically(tmp_path, cube):
     assert ds_loaded.inverse_transform(ds_loaded.transform(ds)).identical(
         ds_model.inverse_transform(ds_model.transform(ds))
     )
+
+
+# -------------------------------------------------------------------------------------------
+# every method that takes samples: xarray in, xarray out (jacobian, metric, errors, frenet,
+# the bagged reconstruction), equal to the plain-array results on the same values
+# -------------------------------------------------------------------------------------------
+
+
+def _cube_with_gaps(cube):
+    refl = cube["reflectance"].copy()
+    refl[4] = np.nan  # a dead band: dropped at fit, NaN in every feature-space result
+    refl.attrs["units"] = "reflectance"
+    return refl
+
+
+def _valid_rows(refl):
+    X = np.delete(_rows(refl), 4, axis=1)
+    return X, ~np.isnan(X).any(axis=1)
+
+
+def _per_sample(out, refl, *own_dims):
+    """(pixels, *own dims) numpy values of a result, pixels in the order of _rows."""
+    return out.transpose("y", "x", *own_dims).values.reshape(-1, *(out.sizes[d] for d in own_dims))
+
+
+def _assert_labelled_like(out, refl):
+    for c in ("y", "x"):
+        assert out[c].equals(refl[c])
+    assert out.attrs == refl.attrs
+
+
+def test_jacobian_and_metric_of_a_cube_are_the_plain_array_ones(cube):
+    refl = _cube_with_gaps(cube)
+    model = PPA(**PARAMS).fit(refl, feature_dim="band")
+    X, valid = _valid_rows(refl)
+    J = model.jacobian(refl)
+    assert J.dims == ("component", "band", "y", "x") and J.name == "jacobian"
+    assert J["component"].values.tolist() == list(range(1, N_BANDS))
+    assert J["wavelength"].equals(refl["wavelength"])
+    _assert_labelled_like(J, refl)
+    values = _per_sample(J, refl, "component", "band")
+    assert np.array_equal(np.delete(values[valid], 4, axis=2), model.jacobian(X[valid]))
+    assert np.isnan(values[~valid]).all() and np.isnan(values[:, :, 4]).all()
+
+    M = model.metric(refl, whitened=False)
+    assert M.dims == ("band", "band_2", "y", "x") and M.name == "metric"
+    assert M["band_2"].values.tolist() == refl["band"].values.tolist()
+    assert np.array_equal(M["wavelength_2"].values, refl["wavelength"].values)
+    _assert_labelled_like(M, refl)
+    values = _per_sample(M, refl, "band", "band_2")
+    kept = np.delete(np.delete(values, 4, axis=1), 4, axis=2)
+    assert np.array_equal(kept[valid], model.metric(X[valid], whitened=False))
+    assert np.isnan(values[~valid]).all() and np.isnan(values[:, 4]).all()
+
+
+def test_reconstruction_errors_of_a_cube_are_a_map_over_k(cube):
+    refl = _cube_with_gaps(cube)
+    model = PPA(**PARAMS).fit(refl, feature_dim="band")
+    X, valid = _valid_rows(refl)
+    errors = model.reconstruction_errors(refl)
+    assert errors.dims == ("k", "y", "x") and errors["k"].values.tolist() == list(
+        range(N_BANDS - 1)
+    )
+    _assert_labelled_like(errors, refl)
+    values = _per_sample(errors, refl, "k")
+    per_row = model.reconstruction_errors(X[valid], per_sample=True)
+    assert np.array_equal(values[valid], per_row) and np.isnan(values[~valid]).all()
+    # independent: the squared error of the k-component reconstruction
+    R = model.transform(X[valid])
+    for k in (1, 3):
+        rebuilt = model.inverse_transform(R[:, :k])
+        np.testing.assert_allclose(
+            per_row[:, k], ((X[valid] - rebuilt) ** 2).sum(axis=1), atol=1e-10
+        )
+    mean = model.reconstruction_errors(refl, per_sample=False)
+    assert mean.dims == ("k",)
+    np.testing.assert_allclose(mean.values, model.reconstruction_errors(X[valid]), rtol=1e-10)
+
+
+def test_dask_backed_cube_gives_the_same_matrices_lazily(cube):
+    refl = _cube_with_gaps(cube)
+    model = PPA(**PARAMS).fit(refl, feature_dim="band")
+    lazy = refl.chunk({"y": 7})
+    with dask.config.set(scheduler=_no_compute):
+        J, M = model.jacobian(lazy), model.metric(lazy)
+        errors = model.reconstruction_errors(lazy)
+    for out in (J, M, errors):
+        assert isinstance(out.data, dask.array.Array)
+    with dask.config.set(scheduler="synchronous"):
+        # the same kernels on row chunks: equal up to the BLAS summation order of a block size
+        for out, ref in (
+            (J, model.jacobian(refl)),
+            (M, model.metric(refl)),
+            (errors, model.reconstruction_errors(refl)),
+        ):
+            computed = out.compute()
+            assert computed.dims == ref.dims and computed.attrs == ref.attrs
+            for c in ref.coords:
+                assert computed[c].identical(ref[c]), c
+            np.testing.assert_allclose(computed.values, ref.values, rtol=1e-12, atol=1e-14)
+            assert np.array_equal(np.isnan(computed.values), np.isnan(ref.values))
+
+
+def test_frenet_frames_of_a_cube_are_the_plain_array_ones(cube):
+    from ppa_dask.geometry import frenet_serret
+
+    refl = _cube_with_gaps(cube)
+    model = PPA(**PARAMS).fit(refl, feature_dim="band")
+    X, valid = _valid_rows(refl)
+    frames, chi = frenet_serret(model, refl, axis=1)
+    assert frames.dims == ("frame", "band", "y", "x") and chi.dims == ("curvature", "y", "x")
+    assert chi["curvature"].values.tolist() == list(range(1, N_BANDS - 1))
+    _assert_labelled_like(frames, refl)
+    _assert_labelled_like(chi, refl)
+    ref_frames, ref_chi = frenet_serret(model, X[valid], axis=1)
+    got = _per_sample(frames, refl, "frame", "band")
+    assert np.array_equal(np.delete(got[valid], 4, axis=2), ref_frames)
+    assert np.isnan(got[~valid]).all() and np.isnan(got[:, :, 4]).all()
+    got_chi = _per_sample(chi, refl, "curvature")
+    assert np.array_equal(got_chi[valid], ref_chi) and np.isnan(got_chi[~valid]).all()
+    plain = PPA(**PARAMS).fit(X[valid])
+    with pytest.raises(ValueError, match="fitted on a plain array"):
+        frenet_serret(plain, refl)
+
+
+def test_bagged_reconstruction_of_a_cube_is_the_plain_array_one(cube):
+    from ppa_dask import FeatureBaggingPPA
+
+    refl = _cube_with_gaps(cube)
+    params = dict(estimator=PPA(degree=2), n_estimators=4, max_features=0.75, random_state=0)
+    model = FeatureBaggingPPA(**params).fit(refl, feature_dim="band")
+    X, valid = _valid_rows(refl)
+    reference = FeatureBaggingPPA(**params).fit(X[valid])
+    back = model.reconstruct(refl)
+    assert back.dims == refl.dims and back["wavelength"].equals(refl["wavelength"])
+    _assert_labelled_like(back, refl)
+    got = _per_sample(back, refl, "band")
+    assert np.array_equal(np.delete(got[valid], 4, axis=1), reference.reconstruct(X[valid]))
+    assert np.isnan(got[~valid]).all() and np.isnan(got[:, 4]).all()
+    errors = model.reconstruction_error(refl)
+    assert errors.dims == ("y", "x")
+    _assert_labelled_like(errors, refl)
+    flat = errors.values.reshape(-1)
+    assert np.array_equal(flat[valid], reference.reconstruction_error(X[valid]))
+    assert np.isnan(flat[~valid]).all()
+    assert model.score(refl) == pytest.approx(reference.score(X[valid]), rel=1e-12)
+    with pytest.raises(ValueError, match="fitted on a plain array"):
+        reference.reconstruct(refl)
+    with pytest.raises(ValueError, match="xarray input only"):
+        FeatureBaggingPPA(**params).fit(X[valid], feature_dim="band")

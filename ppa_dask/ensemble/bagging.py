@@ -37,12 +37,12 @@ collected with ``as_completed``, retried on failure; a text progress bar with ``
 otherwise they are fitted one by one in process. With ``store=DIR`` every finished member is
 written to ``DIR`` as one ``.npz`` file (arrays and JSON, never pickle) and a later fit with the
 same parameters and data loads those and fits only the rest, so an interrupted fit resumes.
-Resumption covers members whose state is arrays only -- PPA, linear models such as
-``LinearRegression`` or ``Ridge``, and pipelines of those; trees, forests and estimators with
-private fitted state (nearest neighbours) cannot be written without pickle, so they stay in
-memory (the store then records only the manifest). A member file that cannot be used (damaged,
-of an earlier layout, naming a class outside the allow-list) gives a warning naming it and the
-member is fitted again (:mod:`ppa_dask.store.members`).
+Resumption covers members the model-file encoder can hold -- PPA, linear models, decision
+trees, SVMs, nearest neighbours and pipelines of those; members holding code (a function
+parameter) or state that is not plain data (forests, boosting) cannot be written without
+pickle, so they stay in memory (the store then records only the manifest). A member file
+that cannot be used (damaged, of an earlier layout, naming a class outside the allow-list)
+gives a warning naming it and the member is fitted again (:mod:`ppa_dask.store.members`).
 A Dask-array fit of :class:`FeatureBaggingPPA` writes its members when its shared scans finish.
 """
 
@@ -54,13 +54,16 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted, validate_data
 
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
 from ppa_dask.ppa.multifit import fit_members_shared_scans
+from ppa_dask.store.encoding import register_estimator, register_record
+from ppa_dask.store.labelled import apply_method, map_valid_rows, unstack_samples
 from ppa_dask.store.members import MemberStore, fingerprint
-from ppa_dask.utils.arrays import check_dask_samples, is_dask
+from ppa_dask.store.stacker import Stacker
+from ppa_dask.utils.arrays import check_dask_samples, is_dask, is_xarray
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import current_client
 from ppa_dask.utils.fanout import run_tasks
@@ -102,6 +105,7 @@ _ROW_HASH, _ROW_HASH_REDRAWN = 7, 8
 # --------------------------------------------------------------------------------------------
 
 
+@register_record
 @dataclass(frozen=True, eq=False)
 class MemberSpec:
     """What one member is fitted on (all indices refer to the original data).
@@ -555,6 +559,7 @@ class _FeatureBagging(BaseEstimator):
             client=client,
             retries=self.retries,
             label=f"{type(self).__name__} members",
+            key=lambda spec: f"bag-member-{spec.index:04d}",
             verbose=self.verbose,
         )
         for k, estimator in tasks:
@@ -706,6 +711,7 @@ class _SklearnBagging(_FeatureBagging):
         return validate_data(self, X, reset=False, ensure_all_finite=False)
 
 
+@register_estimator
 class FeatureBaggingRegressor(RegressorMixin, _SklearnBagging):
     """Feature (and instance) sub-bagging of any scikit-learn regressor.
 
@@ -736,7 +742,8 @@ class FeatureBaggingRegressor(RegressorMixin, _SklearnBagging):
     store : str or path-like or None, default=None
         Directory where each finished member is written (one ``.npz``, no pickle) and from
         which a later fit with the same parameters and data resumes. Needs an int
-        ``random_state``. Members that are not array-only (trees, pipelines) are kept in memory.
+        ``random_state``. Members the model-file encoder cannot hold (a function parameter,
+        forests) are kept in memory.
     retries : int, default=2
         Retries of a failed member task on a Dask cluster.
     verbose : int, default=0
@@ -834,6 +841,7 @@ class FeatureBaggingRegressor(RegressorMixin, _SklearnBagging):
         return out[:, 0] if self.n_outputs_ == 1 else out
 
 
+@register_estimator
 class FeatureBaggingClassifier(ClassifierMixin, _SklearnBagging):
     """Feature (and instance) sub-bagging of any scikit-learn classifier.
 
@@ -909,6 +917,7 @@ class FeatureBaggingClassifier(ClassifierMixin, _SklearnBagging):
         return self.classes_[np.argmax(proba, axis=1)]
 
 
+@register_estimator
 class FeatureBaggingPPA(_FeatureBagging):
     """Feature-bagged Principal Polynomial Analysis: averaged k-component reconstructions.
 
@@ -1024,18 +1033,35 @@ class FeatureBaggingPPA(_FeatureBagging):
             )
         return plan
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, feature_dim=None, nan_policy="raise"):
         """Fit the members (one shared scan per PPA step for a Dask array).
 
         Parameters
         ----------
-        X : array-like or dask.array.Array of shape (n_samples, n_features)
+        X : array-like, dask.array.Array, xarray.DataArray or xarray.Dataset
+            Arrays of shape (n_samples, n_features). xarray input is stacked to ``(samples,
+            features)`` by :class:`ppa_dask.store.stacker.Stacker` (valid samples only), as
+            :meth:`ppa_dask.PPA.fit` does, and the layout kept as ``xarray_layout_``.
         y : ignored
+        feature_dim : str, optional
+            xarray only: the dimension of a DataArray holding the features.
+        nan_policy : {"raise", "drop_samples"}, default="raise"
+            xarray only: what to do with samples NaN in some but not all features.
 
         Returns
         -------
         self
         """
+        if is_xarray(X):
+            stacker = Stacker(feature_dim=feature_dim, nan_policy=nan_policy)
+            self.fit(stacker.fit_stack(X))
+            self.xarray_layout_ = stacker.layout
+            return self
+        if feature_dim is not None or nan_policy != "raise":
+            raise ValueError(
+                "feature_dim and nan_policy apply to xarray input only (DataArray or Dataset)"
+            )
+        vars(self).pop("xarray_layout_", None)  # a fit on plain arrays has no xarray layout
         template = self.member_template()
         if is_dask(X):
             X = self._validate_dask(X)
@@ -1088,13 +1114,51 @@ class FeatureBaggingPPA(_FeatureBagging):
             return X if X.numblocks[1] == 1 else X.rechunk({1: -1})
         return validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
 
+    def _xarray_stacker(self):
+        check_is_fitted(self)
+        layout = getattr(self, "xarray_layout_", None)
+        if layout is None:
+            raise ValueError(
+                f"this {type(self).__name__} was fitted on a plain array; fit it on a DataArray "
+                "or Dataset to reconstruct xarray input"
+            )
+        return Stacker.from_layout(layout)
+
     def reconstruct(self, X):
         """The ensemble's k-component reconstruction of ``X``, in input units.
 
+        Parameters
+        ----------
+        X : array-like, dask.array.Array, xarray.DataArray or xarray.Dataset
+            Arrays of shape (n_samples, n_features); xarray input of an ensemble fitted on
+            xarray, stacked as in :meth:`fit`.
+
         Returns
         -------
-        X_rec : ndarray or dask.array.Array of shape (n_samples, n_features)
+        X_rec : ndarray, dask.array.Array, xarray.DataArray or xarray.Dataset
+            Arrays: shape (n_samples, n_features), lazy for a Dask array. xarray input: the
+            input's layout (dimensions, coordinates, attrs; a Dataset of the fitted variables),
+            NaN for samples with a NaN and for features dropped at fit.
+
+        Examples
+        --------
+        >>> import numpy as np, xarray as xr
+        >>> from ppa_dask import FeatureBaggingPPA
+        >>> rng = np.random.default_rng(0)
+        >>> t = rng.uniform(-1, 1, 600)
+        >>> X = np.column_stack([t, t**2, np.sin(2 * t), t**3]) + 0.01 * rng.normal(size=(600, 4))
+        >>> cube = xr.DataArray(X.T.reshape(4, 20, 30), dims=("band", "y", "x"))
+        >>> model = FeatureBaggingPPA(n_estimators=4, max_features=0.75, random_state=0)
+        >>> model.fit(cube, feature_dim="band").reconstruct(cube).dims
+        ('band', 'y', 'x')
         """
+        if is_xarray(X):
+            stacker = self._xarray_stacker()
+            rows, samples = stacker.stack(X)
+            out = map_valid_rows(rows, apply_method, (stacker.n_kept,), (self, "reconstruct", {}))
+            result = stacker.unstack_features(out, samples)
+            result.attrs = dict(X.attrs)
+            return result
         X = self._check_input(X)
         d = self.n_features_in_
         if is_dask(X):
@@ -1117,7 +1181,26 @@ class FeatureBaggingPPA(_FeatureBagging):
     predict = reconstruct
 
     def reconstruction_error(self, X):
-        """Squared reconstruction error of each sample, ``||x - reconstruct(x)||^2``."""
+        """Squared reconstruction error of each sample, ``||x - reconstruct(x)||^2``.
+
+        Parameters
+        ----------
+        X : array-like, dask.array.Array, xarray.DataArray or xarray.Dataset
+            As for :meth:`reconstruct`.
+
+        Returns
+        -------
+        errors : ndarray, dask.array.Array or xarray.DataArray
+            Arrays: shape (n_samples,), lazy for a Dask array. xarray input: a DataArray
+            ``"reconstruction_error"`` over the input's sample dimensions (coordinates and
+            attrs kept), NaN for samples with a NaN.
+        """
+        if is_xarray(X):
+            stacker = self._xarray_stacker()
+            rows, samples = stacker.stack(X)
+            call = (self, "reconstruction_error", {})
+            out = map_valid_rows(rows, apply_method, (), call)
+            return unstack_samples(out, samples, (), {}, "reconstruction_error", X.attrs)
         X = self._check_input(X)
         if is_dask(X):
             return X.map_blocks(
@@ -1134,6 +1217,32 @@ class FeatureBaggingPPA(_FeatureBagging):
         return -self.reconstruction_error(X)
 
     def score(self, X, y=None):
-        """Minus the mean squared reconstruction error."""
+        """Minus the mean squared reconstruction error (over the valid samples of xarray input)."""
         errors = self.reconstruction_error(X)
+        if is_xarray(errors):
+            return -float(errors.mean(skipna=True))
         return -float(errors.mean().compute() if is_dask(errors) else errors.mean())
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the outputs of :meth:`reconstruct`: the input features, one to one.
+
+        Parameters
+        ----------
+        input_features : array-like of str, optional
+            Checked against ``feature_names_in_`` when the ensemble was fitted on named
+            columns; default ``feature_names_in_``, else ``x0 .. x{d-1}``.
+
+        Returns
+        -------
+        names : ndarray of str objects
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ppa_dask import FeatureBaggingPPA
+        >>> X = np.random.default_rng(0).normal(size=(200, 4))
+        >>> FeatureBaggingPPA(n_estimators=2, random_state=0).fit(X).get_feature_names_out()
+        array(['x0', 'x1', 'x2', 'x3'], dtype=object)
+        """
+        check_is_fitted(self, "n_features_in_")
+        return _check_feature_names_in(self, input_features)

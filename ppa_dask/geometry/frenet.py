@@ -42,14 +42,24 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ppa_dask.ppa import kernels
-from ppa_dask.utils.arrays import is_dask
+from ppa_dask.store.labelled import feature_coords, map_valid_rows, scatter_kept, unstack_samples
+from ppa_dask.store.stacker import Stacker
+from ppa_dask.utils.arrays import check_dask_samples, is_dask, is_xarray
 from ppa_dask.utils.blas import one_blas_thread
 
 __all__ = [
+    "FRAME_DIM",
+    "CURVATURE_DIM",
     "axis_derivatives",
+    "derivatives_block",
     "frenet_from_derivatives",
     "frenet_serret",
 ]
+
+#: Dimension of the Frenet vectors in xarray results (1 the tangent, 2 the normal, ...).
+FRAME_DIM = "frame"
+#: Dimension of the generalised curvatures in xarray results (1..d-1).
+CURVATURE_DIM = "curvature"
 
 # a derivative vector whose component off the span of the earlier ones is below this fraction
 # of its norm is treated as linearly dependent (the curve is degenerate there)
@@ -61,19 +71,8 @@ _DEPENDENT = 1e-9
 # --------------------------------------------------------------------------------------------
 
 
-def _check_model_points(model, X, axis):
-    """Validated numpy points and axis for a fitted model (clear errors for bad input)."""
+def _check_axis(model, axis):
     check_is_fitted(model)
-
-    if is_dask(X):
-        raise TypeError(
-            "frenet_serret works on numpy arrays of points; call .compute() on the Dask array "
-            "(or map this function over its blocks)."
-        )
-    # scikit-learn's check names the width the model expects
-    X = validate_data(
-        model, X, reset=False, dtype=[np.float64, np.float32], copy=False, ensure_all_finite=False
-    )
     d = model.n_features_in_
     if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
         raise TypeError(f"axis must be an int, got {axis!r}")
@@ -82,10 +81,85 @@ def _check_model_points(model, X, axis):
             f"axis must be between 0 and {d - 1} (the model has {d} output coordinates), "
             f"got {axis}"
         )
+    return int(axis)
+
+
+def _check_finite(X):
     if not np.isfinite(X).all():
         bad = np.flatnonzero(~np.isfinite(X).all(axis=0)).tolist()
         raise ValueError(f"X contains NaN or inf values in columns {bad}; points must be finite.")
-    return np.asarray(X, dtype=np.float64), int(axis)
+
+
+def _check_model_points(model, X, axis):
+    """Validated numpy points and axis for a fitted model (clear errors for bad input)."""
+    axis = _check_axis(model, axis)
+    # scikit-learn's check names the width the model expects
+    X = validate_data(
+        model, X, reset=False, dtype=[np.float64, np.float32], copy=False, ensure_all_finite=False
+    )
+    _check_finite(X)
+    return np.asarray(X, dtype=np.float64), axis
+
+
+def _check_dask_points(model, X, axis):
+    axis = _check_axis(model, axis)
+    X = check_dask_samples(X, "X", who="frenet_serret")
+    if X.shape[1] != model.n_features_in_:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but the model is expecting {model.n_features_in_} "
+            "features as input."
+        )
+    return (X if X.numblocks[1] == 1 else X.rechunk({1: -1})), axis
+
+
+def derivatives_block(X, params, axis, order):
+    """:func:`axis_derivatives` of a block of finite points, from the model's kernel parameters.
+
+    A pure per-block kernel (the Dask path maps it over row chunks).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    params : ppa_dask.ppa.kernels.ModelParams
+        ``model.model_params()``.
+    axis, order : int
+
+    Returns
+    -------
+    D : ndarray of shape (n, d, order)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ppa_dask import PPA
+    >>> s = np.linspace(-1, 1, 201)
+    >>> model = PPA(degree=2).fit(np.column_stack([s, 0.5 * s**2]))
+    >>> derivatives_block(np.array([[0.5, 0.125]]), model.model_params(), 0, 2)[0].round(6).tolist()
+    [[1.0, 0.0], [0.5, 1.0]]
+    """
+    X = np.asarray(X, dtype=np.float64)
+    _check_finite(X)
+    n, d = X.shape
+    D = np.zeros((n, d, order))
+    k = len(params.steps)
+    if axis >= k:
+        D[:, :, 0] = params.residual_basis[:, axis - k]
+        return D
+    Yt = kernels.centred_block(X, params.mean)
+    for step in params.steps[:axis]:
+        _, Yt = kernels.step_forward(Yt, step)
+    step = params.steps[axis]
+    alpha = step.direction @ Yt
+    degree = step.coef.shape[1] - 1
+    # derivatives of the (linearly continued) Chebyshev basis with respect to t = (alpha -
+    # offset) / scale; each derivative in alpha divides by the scale once more
+    # (derivatives above the degree are zero)
+    top = min(order, degree)
+    rows = kernels.extended_rows(step.coordinate(alpha), degree, step.lo, step.hi, top)
+    for j in range(1, top + 1):
+        D[:, :, j - 1] = (step.coef @ rows[j]).T / step.scale**j
+    D[:, :, 0] += step.direction
+    return D
 
 
 def axis_derivatives(model, X, axis=0, order=None):
@@ -124,33 +198,11 @@ def axis_derivatives(model, X, axis=0, order=None):
     [[1.0, 0.0], [0.5, 1.0]]
     """
     X, axis = _check_model_points(model, X, axis)
-    d = model.n_features_in_
-    order = d if order is None else int(order)
+    order = model.n_features_in_ if order is None else int(order)
     if order < 1:
         raise ValueError(f"order must be >= 1, got {order}")
-    params = model.model_params()
-    n = X.shape[0]
-    D = np.zeros((n, d, order))
-    k = len(params.steps)
-    if axis >= k:
-        D[:, :, 0] = params.residual_basis[:, axis - k]
-        return D
     with one_blas_thread():
-        Yt = kernels.centred_block(X, params.mean)
-        for step in params.steps[:axis]:
-            _, Yt = kernels.step_forward(Yt, step)
-        step = params.steps[axis]
-        alpha = step.direction @ Yt
-        degree = step.coef.shape[1] - 1
-        # derivatives of the (linearly continued) Chebyshev basis with respect to t = (alpha -
-        # offset) / scale; each derivative in alpha divides by the scale once more
-        # (derivatives above the degree are zero)
-        top = min(order, degree)
-        rows = kernels.extended_rows(step.coordinate(alpha), degree, step.lo, step.hi, top)
-        for j in range(1, top + 1):
-            D[:, :, j - 1] = (step.coef @ rows[j]).T / step.scale**j
-    D[:, :, 0] += step.direction
-    return D
+        return derivatives_block(X, model.model_params(), axis, order)
 
 
 def frenet_from_derivatives(D):
@@ -206,6 +258,44 @@ def frenet_from_derivatives(D):
     return np.ascontiguousarray(np.swapaxes(Q, 1, 2)), chi
 
 
+def _frenet_packed(X, params, axis):
+    """Frames and curvatures of a block as one (n, d * d + d - 1) array (one task output)."""
+    d = X.shape[1]
+    with one_blas_thread():
+        frames, chi = frenet_from_derivatives(derivatives_block(X, params, axis, d))
+    return np.concatenate([frames.reshape(X.shape[0], d * d), chi], axis=1)
+
+
+def _unpack(packed, d):
+    frames = packed[:, : d * d].reshape(packed.shape[0], d, d)
+    return frames, packed[:, d * d :]
+
+
+def _frenet_xarray(model, X, axis):
+    layout = getattr(model, "xarray_layout_", None)
+    if layout is None:
+        raise ValueError(
+            f"this {type(model).__name__} was fitted on a plain array; fit it on a DataArray or "
+            "Dataset to take xarray points"
+        )
+    stacker = Stacker.from_layout(layout)
+    rows, samples = stacker.stack(X)
+    d = model.n_features_in_
+    packed = map_valid_rows(rows, _frenet_packed, (d * d + d - 1,), (model.model_params(), axis))
+    frames, chi = _unpack(packed, d)
+    layout = stacker.layout
+    fdim = layout["feature_dim"]
+    coords = feature_coords(layout)
+    coords[FRAME_DIM] = np.arange(1, d + 1)
+    frames = unstack_samples(
+        scatter_kept(frames, layout, (2,)), samples, (FRAME_DIM, fdim), coords, "frames", X.attrs
+    )
+    chi = unstack_samples(
+        chi, samples, (CURVATURE_DIM,), {CURVATURE_DIM: np.arange(1, d)}, "curvatures", X.attrs
+    )
+    return frames, chi
+
+
 def frenet_serret(model, X, axis=0):
     """Frenet-Serret frames and generalised curvatures of a curvilinear PPA axis.
 
@@ -220,25 +310,35 @@ def frenet_serret(model, X, axis=0):
     ----------
     model : PPA
         A fitted model.
-    X : array-like of shape (n, n_features)
-        Points (numpy; finite).
+    X : array-like, dask.array.Array, xarray.DataArray or xarray.Dataset
+        Points: arrays of shape (n, n_features), finite. A Dask array gives lazy results, one
+        task per row chunk (the same per-block kernel as for numpy, so the values are the
+        same). xarray input (of a model fitted on xarray) is stacked as ``PPA.transform``
+        stacks it; samples with a NaN give NaN.
     axis : int, default=0
         Which output coordinate's axis: ``0`` is the first curvilinear feature.
 
     Returns
     -------
-    frames : ndarray of shape (n, d, d)
-        ``frames[i, 0]`` is the unit tangent at row ``i``, ``frames[i, 1]`` the normal, ...;
-        each ``frames[i]`` is a rotation matrix (rows are the Frenet vectors).
-    curvatures : ndarray of shape (n, d - 1)
-        ``chi_1 .. chi_{d-1}`` (for ``d = 3``: curvature and signed torsion). Degenerate
-        points (a straight stretch, e.g. beyond the training range where the axes continue as
-        lines, or a residual axis) give zeros from the first undefined curvature on.
+    frames : ndarray, dask.array.Array or xarray.DataArray
+        Arrays: shape (n, d, d); ``frames[i, 0]`` is the unit tangent at row ``i``,
+        ``frames[i, 1]`` the normal, ...; each ``frames[i]`` is a rotation matrix (rows are the
+        Frenet vectors). xarray: a DataArray ``"frames"`` with the dimensions
+        ``("frame", <feature dim>)`` where the feature dimension was (``frame`` 1..d: 1 the
+        tangent, 2 the normal, ...; the feature dimension with its fitted coordinates, NaN for
+        features dropped at fit) and the input's sample dimensions, coordinates and attrs.
+    curvatures : ndarray, dask.array.Array or xarray.DataArray
+        Arrays: shape (n, d - 1), ``chi_1 .. chi_{d-1}`` (for ``d = 3``: curvature and signed
+        torsion). Degenerate points (a straight stretch, e.g. beyond the training range where
+        the axes continue as lines, or a residual axis) give zeros from the first undefined
+        curvature on. xarray: a DataArray ``"curvatures"`` with a ``curvature`` dimension
+        (1..d-1) where the feature dimension was.
 
     Raises
     ------
     ValueError
-        ``X`` of the wrong width or with NaN/inf; ``axis`` outside ``0 .. d - 1``.
+        ``X`` of the wrong width or with NaN/inf (a Dask array: when computed); ``axis``
+        outside ``0 .. d - 1``; xarray input for a model fitted on a plain array.
 
     Examples
     --------
@@ -250,6 +350,27 @@ def frenet_serret(model, X, axis=0):
     >>> frames, chi = frenet_serret(model, X[:5])
     >>> frames.shape, chi.shape
     ((5, 3, 3), (5, 2))
+    >>> import dask.array as da
+    >>> lazy_frames, lazy_chi = frenet_serret(model, da.from_array(X[:5], chunks=2))
+    >>> bool(np.allclose(lazy_chi.compute(), chi, rtol=1e-12, atol=1e-12))
+    True
     """
-    D = axis_derivatives(model, X, axis=axis)
+    if is_xarray(X):
+        _check_axis(model, axis)
+        return _frenet_xarray(model, X, int(axis))
+    if is_dask(X):
+        X, axis = _check_dask_points(model, X, axis)
+        d = model.n_features_in_
+        packed = X.map_blocks(
+            _frenet_packed,
+            model.model_params(),
+            axis,
+            dtype=np.float64,
+            chunks=(X.chunks[0], (d * d + d - 1,)),
+            meta=np.empty((0, 0)),
+        )
+        return _unpack(packed, d)
+    X, axis = _check_model_points(model, X, axis)
+    with one_blas_thread():
+        D = derivatives_block(X, model.model_params(), axis, model.n_features_in_)
     return frenet_from_derivatives(D)

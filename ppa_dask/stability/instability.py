@@ -633,6 +633,7 @@ def _instability(
             (X, plan.y, plan.template, plan.kind, X_eval, plan.width),
             client=client,
             label=f"{axis} refits",
+            key=lambda item: f"{axis[0]}i-refit-{axis}-{item[0]}",
             verbose=verbose,
         ):
             results[work[k][0]] = value
@@ -672,6 +673,7 @@ def _full_outputs(plan, X, X_eval, client, verbose):
         (X, plan.y, plan.template, plan.kind, X_eval, plan.width),
         client=client,
         label="members",
+        key=lambda spec: f"stability-member-{spec.index:04d}",
         verbose=verbose,
     ):
         outputs[k] = out
@@ -755,6 +757,7 @@ def _closed_form(plan, X, X_eval, axis, indices, coupling, client, verbose):
         (X, plan.y, template, X_eval),
         client=client,
         label="closed forms",
+        key=lambda item: f"closed-form-member-{item[0].index:04d}",
         verbose=verbose,
     ):
         per_member[k] = value

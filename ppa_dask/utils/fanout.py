@@ -10,17 +10,27 @@ one BLAS thread.
 
 Results come back in completion order; callers that sum them put them back in index order
 first, so the answer never depends on which worker finished first.
+
+Each task's key says what it computes (``key``): ``bag-member-0012-<token>``,
+``fi-refit-feature-3-<token>``, one ``<token>`` per call, so keys are unique per run while the
+dashboard, which groups tasks by the part of the key before its first number or hash
+(``distributed.utils.key_split``), shows one progress bar and one task-stream colour per kind:
+``bag-member``, ``fi-refit-feature``.
 """
 
 from __future__ import annotations
 
+import uuid
+
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.progress import TextProgress
 
-__all__ = ["run_tasks"]
+__all__ = ["run_tasks", "task_keys"]
 
 
-def run_tasks(func, items, shared=(), *, client=None, retries=2, label="tasks", verbose=0):
+def run_tasks(
+    func, items, shared=(), *, client=None, retries=2, label="tasks", key=None, verbose=0
+):
     """Call ``func(item, *shared)`` for every item; yield ``(position, result)`` as each finishes.
 
     Parameters
@@ -37,6 +47,12 @@ def run_tasks(func, items, shared=(), *, client=None, retries=2, label="tasks", 
         Retries of a failed task on the cluster (a lost worker, say).
     label : str
         Name shown by the progress bar.
+    key : str, callable or None
+        What each task computes, the start of its key on the cluster: a callable
+        ``key(item) -> str`` (``lambda spec: f"bag-member-{spec.index:04d}"``), or a str to which
+        the item's position is appended (``"refit"`` gives ``refit-0000``, ``refit-0001``...);
+        None takes the function's name. A token unique to this call is appended. Names must
+        differ between items.
     verbose : int
         Show a text progress bar on stderr when > 0.
 
@@ -44,6 +60,11 @@ def run_tasks(func, items, shared=(), *, client=None, retries=2, label="tasks", 
     ------
     (int, object)
         The item's position in ``items`` and ``func``'s result.
+
+    Examples
+    --------
+    >>> sorted(run_tasks(abs, [-2, 3], key=lambda v: f"abs-of-{v}"))
+    [(0, 2), (1, 3)]
     """
     items = list(items)
     progress = TextProgress(len(items), label, enabled=verbose > 0)
@@ -66,10 +87,14 @@ def run_tasks(func, items, shared=(), *, client=None, retries=2, label="tasks", 
             elif id(value) in seen:
                 remote.append(seen[id(value)])
             else:
-                seen[id(value)] = client.scatter(value, hash=False)
+                # a copy on every worker (broadcast): scattered data cannot be recomputed, so
+                # with one copy the loss of its worker would fail every task
+                seen[id(value)] = client.scatter(value, hash=False, broadcast=True)
                 remote.append(seen[id(value)])
+        keys = task_keys(func, items, key)
         futures = [
-            client.submit(func, item, *remote, pure=False, retries=retries) for item in items
+            client.submit(func, item, *remote, key=name, pure=False, retries=retries)
+            for item, name in zip(items, keys)
         ]
         where = {future.key: position for position, future in enumerate(futures)}
         try:
@@ -83,6 +108,49 @@ def run_tasks(func, items, shared=(), *, client=None, retries=2, label="tasks", 
             client.cancel([f for f in futures if not f.done()])
     finally:
         progress.close()
+
+
+def task_keys(func, items, key=None, token=None):
+    """The cluster keys :func:`run_tasks` gives its tasks: ``<name>-<token>`` per item.
+
+    Parameters
+    ----------
+    func : callable
+        The task function (its name is the default ``key``).
+    items : sequence
+        One key per item.
+    key : str, callable or None
+        As in :func:`run_tasks`.
+    token : str, optional
+        The common suffix; default: a fresh random one, so two calls never share a key.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    ValueError
+        If two items get the same name.
+
+    Examples
+    --------
+    >>> task_keys(abs, ["a", "b"], key="bag-member", token="1f2e")
+    ['bag-member-0000-1f2e', 'bag-member-0001-1f2e']
+    """
+    token = uuid.uuid4().hex if token is None else token
+    if key is None:
+        key = getattr(func, "__name__", "task").strip("_").replace("_", "-") or "task"
+    if callable(key):
+        names = [str(key(item)) for item in items]
+    else:
+        names = [f"{key}-{position:04d}" for position in range(len(items))]
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"run_tasks: two tasks are named {name!r}; task names must differ")
+        seen.add(name)
+    return [f"{name}-{token}" for name in names]
 
 
 def _worth_scattering(value):

@@ -39,6 +39,7 @@ import numpy as np
 from sklearn.base import (
     BaseEstimator,
     ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
     RegressorMixin,
     TransformerMixin,
     clone,
@@ -47,6 +48,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ppa_dask.ppa.estimator import PPA
+from ppa_dask.store.encoding import register_estimator
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.compute import compute
 from ppa_dask.utils.params import Integer, Options, Real, check_param
@@ -232,7 +234,8 @@ def _apply_psi(psi, X):
 # -------------------------------------------------------------------------------------------
 
 
-class NaiveBayesScaling(TransformerMixin, BaseEstimator):
+@register_estimator
+class NaiveBayesScaling(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Gaussian naive-Bayes posterior as a VSK scaling function (the paper's SVM-VSK psi).
 
     ``transform(X)`` returns ``P(y = c | x)`` for every class ``c`` but the first (sorted) one:
@@ -307,13 +310,19 @@ class NaiveBayesScaling(TransformerMixin, BaseEstimator):
         # the first class's posterior is one minus the others: dropping it keeps psi injective
         return self.nb_.predict_proba(X)[:, 1:]
 
+    @property
+    def _n_features_out(self):
+        # get_feature_names_out: naivebayesscaling0 .. (one per class but the first)
+        return len(self.classes_) - 1
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         return tags
 
 
-class ModelScaling(TransformerMixin, BaseEstimator):
+@register_estimator
+class ModelScaling(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """The prediction of a fitted model as a VSK scaling function (the paper's KRN-VSK psi).
 
     Parameters
@@ -329,6 +338,8 @@ class ModelScaling(TransformerMixin, BaseEstimator):
     Attributes
     ----------
     model_ : the fitted model
+    n_features_out_ : int
+        Columns of ``transform`` (the model's outputs; names from ``get_feature_names_out``).
     n_features_in_ : int
 
     Examples
@@ -369,6 +380,8 @@ class ModelScaling(TransformerMixin, BaseEstimator):
             if y.shape[0] != X.shape[0]:
                 raise ValueError(f"y has {y.shape[0]} rows but X has {X.shape[0]}")
             self.model_ = clone(self.model).fit(X, y)
+        # the width of transform, for get_feature_names_out (modelscaling0 ..)
+        self.n_features_out_ = int(np.asarray(self.model_.predict(X[:1])).reshape(1, -1).shape[1])
         return self
 
     def transform(self, X):
@@ -377,13 +390,18 @@ class ModelScaling(TransformerMixin, BaseEstimator):
         values = np.asarray(self.model_.predict(X), dtype=np.float64)
         return values[:, None] if values.ndim == 1 else values
 
+    @property
+    def _n_features_out(self):
+        return self.n_features_out_
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = not self._frozen()
         return tags
 
 
-class PPAScaling(TransformerMixin, BaseEstimator):
+@register_estimator
+class PPAScaling(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Leading Principal Polynomial Analysis coordinates as a VSK scaling function.
 
     Unsupervised curvilinear features (not in the VSK paper): ``psi(x) = [alpha_1 .. alpha_k]``
@@ -439,7 +457,13 @@ class PPAScaling(TransformerMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return self.ppa_.transform(X)
 
+    @property
+    def _n_features_out(self):
+        # get_feature_names_out: ppascaling0 .. (one per PPA coordinate)
+        return self.ppa_.n_components_
 
+
+@register_estimator
 class CurveFitRegressor(RegressorMixin, BaseEstimator):
     """A parametric model ``func(x, *beta)`` fitted by :func:`scipy.optimize.curve_fit`.
 
@@ -505,6 +529,7 @@ class CurveFitRegressor(RegressorMixin, BaseEstimator):
 # -------------------------------------------------------------------------------------------
 
 
+@register_estimator
 class VariablyScaled(TransformerMixin, BaseEstimator):
     """Map ``X`` to the augmented points ``[X, psi(X)]`` of a variably scaled kernel.
 
@@ -709,6 +734,7 @@ def make_krn_vsk(psi=None, alpha=0.0, gamma=1.0, rescale=None, weight=1.0):
     )
 
 
+@register_estimator
 class SVMExtraction(ClassifierMixin, BaseEstimator):
     """SVM-E: an SVC on ``n_keep`` kept features plus the naive-Bayes posterior of the others.
 
