@@ -5,12 +5,14 @@
 
 from ppa_dask.app.cluster import (
     ClusterConfigError,
+    ClusterConnectError,
     compute_with_progress,
     dashboard_link,
     job_script,
     local_client,
     make_security,
     open_client,
+    probe_scheduler,
     read_cluster_config,
     step_reporter,
     validate_daskcluster,
@@ -20,6 +22,8 @@ __all__ = [
     "local_client",
     "dashboard_link",
     "ClusterConfigError",
+    "ClusterConnectError",
+    "probe_scheduler",
     "read_cluster_config",
     "make_security",
     "open_client",

@@ -27,6 +27,8 @@ TABLE_OUTPUTS = [
     "table",
 ]
 CUBE_RUN_FOLDER = [
+    # the run record that marks the folder as a ppa-dask run folder (the lock is gone at the end)
+    ".ppa-dask-run.json",
     "01-load",
     "02-preprocess",
     "03-fit",
@@ -277,31 +279,47 @@ def test_demo_no_cube_skips_the_cube_part(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "args",
+    "args,named",
     [
-        ["demo", "--n-samples", "0"],
-        ["demo", "--n-samples", "-5"],
-        ["demo", "--n-samples", "many"],
-        ["demo", "--workers", "0"],
-        ["demo", "--chunk-rows", "-1"],
-        ["demo", "--seed", "-1"],
-        ["demo", "--no-such-option"],
-        ["demo", "--cube", "--no-cube"],
-        ["demo", "--bands", "3"],
-        ["demo", "--pixels", "7"],
-        ["demo", "--cube", "--pixels", "0"],
-        ["demo", "--cube", "--bands", "2"],
-        ["no-such-command"],
-        [],
+        (
+            ["demo", "--n-samples", "0"],
+            "argument --n-samples/-n: must be a positive integer, got '0'",
+        ),
+        (
+            ["demo", "--n-samples", "-5"],
+            "argument --n-samples/-n: must be a positive integer, got '-5'",
+        ),
+        (
+            ["demo", "--n-samples", "many"],
+            "argument --n-samples/-n: expected a positive integer, got 'many'",
+        ),
+        (["demo", "--workers", "0"], "argument --workers/-w: must be a positive integer, got '0'"),
+        (
+            ["demo", "--chunk-rows", "-1"],
+            "argument --chunk-rows: must be a positive integer, got '-1'",
+        ),
+        (["demo", "--seed", "-1"], "argument --seed: must be a non-negative integer, got '-1'"),
+        (["demo", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+        (["demo", "--cube", "--no-cube"], "argument --no-cube: not allowed with argument --cube"),
+        (["demo", "--bands", "3"], "--bands must be >= 4, got 3"),
+        (["demo", "--pixels", "7"], "--pixels must be >= 8"),
+        (
+            ["demo", "--cube", "--pixels", "0"],
+            "argument --pixels: must be a positive integer, got '0'",
+        ),
+        (["demo", "--cube", "--bands", "2"], "--bands must be >= 4, got 2"),
+        (["no-such-command"], "argument COMMAND: invalid choice: 'no-such-command'"),
+        ([], "the following arguments are required: COMMAND"),
     ],
 )
-def test_bad_arguments(args, tmp_path, capsys, monkeypatch):
+def test_bad_arguments(args, named, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code = main(args + (["--output", str(tmp_path / "out")] if args[:1] == ["demo"] else []))
     assert code == 2
     captured = capsys.readouterr()
     err = captured.err.strip()
-    assert err.startswith("ppa-dask: error: ")
+    # the one line names the argument and what was wrong with it
+    assert err.startswith("ppa-dask: error: " + named), err
     assert len(err.splitlines()) == 1
     assert captured.out == ""
     assert _listing(tmp_path) == []  # nothing written
@@ -320,7 +338,7 @@ def test_bad_input_from_library_is_reported(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.strip()
     assert err.startswith("ppa-dask: error: ")
     assert len(err.splitlines()) == 1
-    assert "sample" in err
+    assert "8 sample" in err and "degree" in err, err
 
 
 def test_output_is_a_file(tmp_path, capsys):
@@ -337,3 +355,62 @@ def test_help_exits_zero(capsys):
     text = capsys.readouterr().out
     for option in ("--n-samples", "--cube", "--no-cube", "--bands", "--pixels"):
         assert option in text
+
+
+# ---------------------------------------------------------------------------------------------
+# the main job's output is clean: nothing from distributed (dask/dask#9888's run_spec warning)
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _distributed_records():
+    """Every log record of distributed's loggers in this process (scheduler, nanny, client) and
+    every warning, while the block runs."""
+    import logging
+    import warnings
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(f"{record.name} {record.levelname}: {record.getMessage()[:300]}")
+
+    handler = Keep(level=logging.WARNING)
+    logger = logging.getLogger("distributed")
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield records
+        records.extend(f"warning: {w.category.__name__}: {w.message}" for w in caught)
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_demo_prints_nothing_from_distributed(tmp_path, capfd):
+    """The demo (both parts, small) on its local cluster: no log record of distributed, no
+    warning, here or in the worker processes (their stderr is this process's)."""
+    with _distributed_records() as records:
+        code = main(
+            [
+                "demo",
+                "--output",
+                str(tmp_path / "demo"),
+                "--n-samples",
+                "20000",
+                "--chunk-rows",
+                "5000",
+                "--bands",
+                "8",
+                "--pixels",
+                "128",
+            ]
+        )
+    captured = capfd.readouterr()
+    assert code == 0
+    assert records == []
+    assert "distributed." not in captured.err and "Warning" not in captured.err, captured.err
+    assert "distributed." not in captured.out and "run_spec" not in captured.out
+    # the fits page's link is printed beside the dashboard's
+    dashboard = re.search(r"dashboard: (http://\S+)/status", captured.out)
+    assert dashboard is not None and f"PPA fits: {dashboard.group(1)}/ppa" in captured.out

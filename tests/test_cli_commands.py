@@ -327,3 +327,62 @@ def test_pipeline_cluster_file_is_validated_before_anything_runs(tmp_path, capsy
     assert not (tmp_path / "run").exists()
     # the command line wins over the file's cluster
     assert "valid" in _ok(capsys, "run", str(pipeline), "--check", *THREADS)
+
+
+# ---------------------------------------------------------------------------------------------
+# the error contract: refused before any work, one specific line (issue 11)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["fit", "{data}", "{data}", "--overwrite"], "MODEL '{data}' is INPUT '{data}'"),
+        (["fit", "{data}", "/proc/m.zarr"], "MODEL '/proc/m.zarr' cannot be written"),
+        (["fit", "{data}", ""], "MODEL is an empty path"),
+        (["transform", "{model}", "{data}", "{data}", "--overwrite"], "OUTPUT '{data}' is INPUT"),
+        (
+            ["transform", "{model}", "{data}", "{model}", "--overwrite"],
+            "OUTPUT '{model}' is MODEL",
+        ),
+        (["inverse", "{model}", "{data}", "/proc/r.zarr"], "OUTPUT '/proc/r.zarr' cannot be"),
+        (["transform", "{model}", "{data}", ""], "OUTPUT is an empty path"),
+        (["demo", "--output", "/proc/demo"], "--output '/proc/demo' cannot be written"),
+        (
+            ["fit", "{data}", "{base}/p.zarr", "--performance-report", "/proc/r.html"],
+            "--performance-report '/proc/r.html' cannot be written",
+        ),
+    ],
+)
+def test_outputs_are_checked_before_any_work(table, tmp_path, capsys, monkeypatch, argv, expected):
+    base, data, X = table
+    model = str(tmp_path / "m.zarr")
+    store.save_model(PPA(degree=1).fit(X[:200]), model)
+    names = {"data": data, "model": model, "base": str(tmp_path)}
+    # any work would fit, load or generate: make each of them fail loudly
+    monkeypatch.setattr(PPA, "fit", lambda *a, **k: pytest.fail("fitted before refusing"))
+    err = _fails(capsys, *[a.format(**names) for a in argv], *THREADS)
+    assert expected.format(**names) in err
+    assert not os.path.exists("/proc/m.zarr")
+
+
+def test_a_string_array_is_named_with_its_dtype(tmp_path, capsys):
+    path = str(tmp_path / "words.zarr")
+    z = zarr.create_array(store=path, shape=(20, 3), chunks=(10, 3), dtype=str)
+    z[...] = np.full((20, 3), "w")
+    err = _fails(capsys, "fit", path, str(tmp_path / "m.zarr"), *THREADS)
+    assert f"INPUT '{path}' holds dtype" in err and "needs numbers" in err
+
+
+def test_feature_dim_on_a_plain_array_says_it_needs_a_dataset(table, tmp_path, capsys):
+    base, data, X = table
+    err = _fails(capsys, "fit", data, str(tmp_path / "m.zarr"), "--feature-dim", "band", *THREADS)
+    assert "--feature-dim 'band' needs an xarray dataset" in err
+    assert f"'{data}' is a plain Zarr array" in err
+
+
+@pytest.mark.parametrize("option", ["--connect-timeout", "--worker-timeout"])
+def test_timeout_options_need_positive_seconds(table, tmp_path, capsys, option):
+    base, data, X = table
+    err = _fails(capsys, "fit", data, str(tmp_path / "m.zarr"), option, "0")
+    assert f"argument {option}: expected a positive number of seconds" in err

@@ -13,6 +13,7 @@ import shlex
 import socket
 from pathlib import Path
 
+import dask.array as da
 import numpy as np
 import pytest
 import zarr
@@ -83,6 +84,42 @@ class Fixtures(dict):
     def make_tmp(self):
         return self.root
 
+    def make_table(self):
+        # a CSV table with a text column and three numeric ones
+        path = self.root / "table.csv"
+        rows = ["id,a,b,c"] + [f"s{i},{i},{np.sin(i)},{np.cos(i)}" for i in range(50)]
+        path.write_text("\n".join(rows) + "\n")
+        return path
+
+    def make_foreign(self):
+        # a user's folder: not empty, not a run folder, one of its folders named like a stage
+        path = self.root / "mine"
+        (path / "01-load").mkdir(parents=True)
+        (path / "01-load" / "notes.txt").write_text("keep me")
+        (path / "summary.json").write_text("{}")
+        return path
+
+    def make_pipeline(self):
+        path = self.root / "ok.yaml"
+        path.write_text(
+            "pipeline: 1\nname: ok\noutput: run\n"
+            "data: {source: generated, n_samples: 1000, n_features: 5}\n"
+        )
+        return path
+
+    def make_duplicate_key(self):
+        path = self.root / "twice.yaml"
+        path.write_text("pipeline: 1\nname: twice\nmodel:\n  degree: 2\n  degree: 3\n")
+        return path
+
+    def make_bogus_params(self):
+        path = self.root / "bogus.yaml"
+        path.write_text(
+            "pipeline: 1\nname: bogus\n"
+            "data: {source: generated, n_samples: 1000, n_features: 5, params: {bogus: 3}}\n"
+        )
+        return path
+
     # addresses ------------------------------------------------------------------------------
     def make_closed_port(self):
         s = socket.socket()
@@ -123,10 +160,20 @@ def test_each_row_is_what_the_user_sees(kind, given, told, status, fixtures, cap
         assert code == int(status), err
         assert len(err) == 1, err
         assert err[0].startswith("ppa-dask: error: ") and told in err[0], (told, err[0])
+        if "foreign" in fixtures:  # the user's folder was left as it was
+            folder = Path(fixtures["foreign"])
+            assert sorted(p.name for p in folder.rglob("*")) == [
+                "01-load",
+                "notes.txt",
+                "summary.json",
+            ]
     else:
         X = np.random.default_rng(1).normal(size=(200, 4))
-        namespace = {"np": np, "X": X, "model": PPA(degree=2, random_state=0).fit(X)}
-        exec("from ppa_dask import *; from ppa_dask.store import *", namespace)
+        namespace = {"np": np, "da": da, "X": X, "model": PPA(degree=2, random_state=0).fit(X)}
+        exec(
+            "from ppa_dask import *; from ppa_dask.store import *; from ppa_dask.geometry import *",
+            namespace,
+        )
         with pytest.raises(Exception) as info:
             exec(given, namespace)
         assert info.type.__name__ == status, info.type

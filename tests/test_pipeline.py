@@ -8,13 +8,18 @@ The claims checked:
   saved model, PCA errors against scikit-learn; PPA never worse than PCA on its training data);
 * a rerun skips complete stages, reruns a stage whose configuration, input or outputs changed
   (and everything after it), and a run killed mid-stage resumes and produces output identical
-  to an uninterrupted run.
+  to an uninterrupted run;
+* nothing the library did not write is removed or overwritten: a folder without the run record
+  is refused, a stage folder the record does not list is never removed (not even by --force), a
+  Zarr store at ``data.path`` that the generator did not write is not replaced; one run at a
+  time uses a run folder (a lock naming its pid and host; a dead run's lock is taken over).
 """
 
 import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,8 +33,11 @@ import zarr
 
 from ppa_dask import datasets, store
 from ppa_dask.app.baseline import pca_reconstruction_errors
+from ppa_dask.app.cli import main
 from ppa_dask.app.pipeline import (
     MARKER,
+    RUN_LOCK,
+    RUN_RECORD,
     STAGE_DIRS,
     PipelineError,
     _held_out_rows,
@@ -100,7 +108,7 @@ def _with(path, value):
         ),
         ("models", {}, "models: unknown key (did you mean 'model'?)"),
         ("data", KeyError, "data: required; expected a mapping with a 'source' key"),
-        ("data.source", "parquet", "data.source: expected one of 'zarr', 'xarray', 'dataset'"),
+        ("data.source", "hdf4", "data.source: expected one of 'zarr', 'xarray', 'dataset'"),
         ("data.name", "magic", "data.name: expected a bundled data set"),
         ("data.name", "vehicle", "(did you mean 'vehicles'?)"),
         ("data.path", "x.zarr", "data.path: unknown key"),
@@ -190,6 +198,57 @@ def test_file_errors(tmp_path):
     listing.write_text("- a\n- b\n")
     with pytest.raises(PipelineError, match="expected a mapping of pipeline settings"):
         load_pipeline(listing)
+
+
+def test_a_key_given_twice_names_the_file_the_key_and_the_lines(tmp_path, capsys):
+    # PyYAML alone keeps the last value without a word: the run would use degree 3
+    path = tmp_path / "twice.yaml"
+    path.write_text(
+        "name: twice\ndata: {source: dataset, name: vehicles}\nmodel:\n  degree: 2\n"
+        "  cv: 2\n  degree: 3\n"
+    )
+    expected = (
+        f"{path}: duplicate key 'degree' on line 6 (first on line 4); a key may appear only "
+        "once in a mapping"
+    )
+    with pytest.raises(PipelineError) as info:
+        load_pipeline(path)
+    assert str(info.value) == expected
+    assert main(["run", str(path), "--check"]) == 2
+    assert capsys.readouterr().err == f"ppa-dask: error: {expected}\n"
+
+
+def test_generator_parameters_are_checked_before_the_run(tmp_path, capsys):
+    data = {"source": "generated", "n_samples": 100, "n_features": 4}
+    with pytest.raises(PipelineError) as info:
+        validate_pipeline({"name": "x", "data": {**data, "params": {"bogus": 3}}}, where="p.yaml")
+    assert str(info.value) == (
+        "p.yaml: data.params.bogus: unknown parameter of the 'curved' generator "
+        "(make_curved_manifold); expected one of noise"
+    )
+    helix = {**data, "kind": "helix", "params": {"turns": 2}}
+    message = str(
+        pytest.raises(PipelineError, validate_pipeline, {"name": "x", "data": helix}).value
+    )
+    assert (
+        "data.params.turns: unknown parameter of the 'helix' generator (make_helix) (did you "
+        in (message)
+    )
+    assert "expected one of a, b, n_turns, noise" in message
+    # a value the generator refuses (the curved manifold needs 4 features) is found up front too
+    few = {**data, "n_features": 3}
+    with pytest.raises(
+        PipelineError, match="refuses n_features=3: n_features must be an int >= 4"
+    ):
+        validate_pipeline({"name": "x", "data": few})
+    # the command line: exit 2, one line, nothing written
+    path = tmp_path / "bogus.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "data": {**data, "params": {"bogus": 3}}}))
+    out = tmp_path / "out"
+    assert main(["run", str(path), "-o", str(out), "--scheduler", "threads"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "data.params.bogus: unknown parameter" in err
+    assert not out.exists()
 
 
 def test_bad_configuration_writes_nothing(tmp_path):
@@ -378,6 +437,137 @@ def test_held_out_evaluation(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
+# the run folder: nothing the library did not write is removed; one run at a time
+# ---------------------------------------------------------------------------------------------
+
+
+def _tree(path):
+    """Every file under ``path`` with its bytes."""
+    out = {}
+    for folder, _, files in os.walk(path):
+        for name in files:
+            full = os.path.join(folder, name)
+            with open(full, "rb") as f:
+                out[os.path.relpath(full, path)] = f.read()
+    return out
+
+
+SMALL = {
+    "name": "small",
+    "data": {"source": "generated", "kind": "curved", "n_samples": 400, "n_features": 4},
+    "model": {"degree": 2, "cv": 2},
+    "plots": {"components": 0, "dpi": 20},
+}
+
+
+def test_a_folder_that_is_not_a_run_folder_is_refused_and_left_alone(tmp_path, capsys):
+    out = tmp_path / "mine"
+    (out / "01-load").mkdir(parents=True)
+    (out / "01-load" / "notes.txt").write_text("my notes")
+    (out / "summary.json").write_text('{"mine": true}')
+    before = _tree(out)
+    expected = (
+        f"output {str(out)!r} is a folder that is not empty and not a ppa-dask run folder (it "
+        f"has no {RUN_RECORD}); nothing was written: name a new or empty folder"
+    )
+    with pytest.raises(PipelineError) as info:
+        _run(SMALL, out)
+    assert str(info.value) == expected
+    # also with --force, and through the command line (exit 2, one line)
+    with pytest.raises(PipelineError):
+        _run(SMALL, out, force=True)
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(SMALL))
+    argv = ["run", str(path), "-o", str(out), "--force", "--scheduler", "threads"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.endswith(f"ppa-dask: error: {expected}\n")
+    assert _tree(out) == before and sorted(os.listdir(out)) == ["01-load", "summary.json"]
+    # an empty folder becomes a run folder
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _run(SMALL, empty)
+    record = json.loads((empty / RUN_RECORD).read_text())
+    assert record["format"] == "ppa-dask-run" and record["stages"] == list(STAGE_DIRS.values())
+    assert not (empty / RUN_LOCK).exists()
+
+
+def test_force_removes_only_the_stage_folders_the_run_record_lists(tmp_path):
+    out = tmp_path / "run"
+    bad = json.loads(json.dumps(SMALL))
+    bad["preprocess"] = {"mask": {"valid_range": [100, 200]}}  # every value masked
+    # a run that stops in preprocess: only 01-load and 02-preprocess are the library's
+    with pytest.raises(PipelineError, match="only 0 feature"):
+        _run(bad, out)
+    assert json.loads((out / RUN_RECORD).read_text())["stages"] == ["01-load", "02-preprocess"]
+    assert not (out / RUN_LOCK).exists()  # released on failure too
+    (out / STAGE_DIRS["plots"]).mkdir()
+    (out / STAGE_DIRS["plots"] / "figure.png").write_bytes(b"mine")
+    with pytest.raises(PipelineError) as info:
+        _run(SMALL, out, force=True)
+    assert str(info.value) == (
+        f"output {str(out)!r}: 06-plots was not written by ppa-dask (the folder's {RUN_RECORD} "
+        "does not list it); nothing was removed: move it away"
+    )
+    assert (out / STAGE_DIRS["plots"] / "figure.png").read_bytes() == b"mine"
+    assert json.loads((out / STAGE_DIRS["load"] / MARKER).read_text())["stage"] == "load"
+    # moved away, the forced run redoes every stage
+    os.rename(out / STAGE_DIRS["plots"], tmp_path / "kept")
+    assert _started(_run(SMALL, out, force=True)) == list(STAGE_DIRS)
+
+
+def test_a_zarr_store_the_generator_did_not_write_is_not_replaced(tmp_path):
+    path = tmp_path / "mine.zarr"
+    z = zarr.create_array(store=str(path), shape=(10, 4), dtype="f8")
+    z[...] = 7.0
+    config = json.loads(json.dumps(SMALL))
+    config["data"]["path"] = str(path)
+    with pytest.raises(PipelineError) as info:
+        _run(config, tmp_path / "run")
+    assert str(info.value) == (
+        f"data.path: {str(path)!r} exists and holds no data set written by ppa-dask's generator "
+        "(not written by ppa_dask.datasets.write_zarr); it is not replaced: name a new path"
+    )
+    assert np.array_equal(zarr.open_array(str(path), mode="r")[...], np.full((10, 4), 7.0))
+
+
+def _dead_pid():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_lock_left_by_a_dead_run_is_taken_over_and_a_live_one_is_not(tmp_path):
+    out = tmp_path / "run"
+    _run(SMALL, out)
+    lock = out / RUN_LOCK
+    pid = _dead_pid()
+    lock.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "started": "then"}))
+    log = _run(SMALL, out)
+    assert f"took over the lock {lock} of process {pid} on {socket.gethostname()}" in log
+    assert _skipped(log) == list(STAGE_DIRS) and not lock.exists()
+    # a live process holds it: refused, naming the lock file, the pid and the host
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        owner = {"pid": holder.pid, "host": socket.gethostname(), "started": "now"}
+        lock.write_text(json.dumps(owner))
+        with pytest.raises(PipelineError) as info:
+            _run(SMALL, out)
+        assert str(info.value) == (
+            f"the run folder is in use by another ppa-dask run: lock file {lock} is held by pid "
+            f"{holder.pid} on host {socket.gethostname()} (started now); wait for it to finish, "
+            "or remove the lock file if that run is gone"
+        )
+        assert json.loads(lock.read_text()) == owner  # another run's lock is never removed
+        # on another host a pid cannot be checked: refused too
+        lock.write_text(json.dumps({"pid": pid, "host": "elsewhere", "started": "now"}))
+        with pytest.raises(PipelineError, match=f"held by pid {pid} on host elsewhere"):
+            _run(SMALL, out)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# ---------------------------------------------------------------------------------------------
 # resuming
 # ---------------------------------------------------------------------------------------------
 
@@ -464,11 +654,14 @@ def test_killed_run_resumes_with_identical_output(tmp_path):
     proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path
     )
-    seen = []
+    seen, refused = [], None
     try:
         for line in proc.stdout:
             seen.append(line)
             if "step 1 of" in line:
+                # a second run on the same folder while the first is fitting: refused
+                with pytest.raises(PipelineError) as refused:
+                    run_pipeline(str(killed_file), stream=io.StringIO())
                 proc.send_signal(signal.SIGKILL)
                 break
     finally:
@@ -476,6 +669,13 @@ def test_killed_run_resumes_with_identical_output(tmp_path):
         proc.wait(timeout=60)
         proc.stdout.close()
     assert proc.returncode == -signal.SIGKILL, "".join(seen)
+    lock = killed_out / RUN_LOCK
+    assert refused is not None and (
+        f"lock file {lock} is held by pid {proc.pid} on host {socket.gethostname()}"
+        in str(refused.value)
+    )
+    # SIGKILL runs no clean-up: the lock stays, naming the dead process
+    assert json.loads(lock.read_text())["pid"] == proc.pid
     done = {s for s in STAGE_DIRS if (killed_out / STAGE_DIRS[s] / MARKER).exists()}
     assert done == {"load", "preprocess"}  # the fit was interrupted: no marker, no model
     assert not (killed_out / STAGE_DIRS["fit"] / "model.zarr").exists()
@@ -483,6 +683,8 @@ def test_killed_run_resumes_with_identical_output(tmp_path):
     # the same command again resumes (run here in-process: the code path is the same)
     log = io.StringIO()
     run_pipeline(str(killed_file), stream=log)
+    assert f"took over the lock {lock} of process {proc.pid}" in log.getvalue()
+    assert not lock.exists()
     assert _skipped(log.getvalue()) == ["load", "preprocess"]
     assert _started(log.getvalue()) == ["fit", "transform", "evaluate", "plots"]
     run_pipeline(str(clean_file), stream=io.StringIO())

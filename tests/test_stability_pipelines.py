@@ -5,6 +5,9 @@ import csv
 import importlib.util
 import json
 import os
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -143,17 +146,11 @@ def test_generalization_gap_study_reports_r2_and_information(tmp_path):
         assert "paper dR2" in f.read()
 
 
-class Killed(Exception):
-    """Stands for the signal that stops a run part way."""
-
-
-def counting(module, fail_after=None):
-    """Wrap the module's ``run_setting`` to count its calls (and raise after ``fail_after``)."""
+def counting(module):
+    """Wrap the module's ``run_setting`` to count its calls."""
     original, calls = module.run_setting, []
 
     def wrapped(setting, data):
-        if fail_after is not None and len(calls) >= fail_after:
-            raise Killed(f"killed after {fail_after} settings")
         calls.append(setting)
         return original(setting, data)
 
@@ -165,43 +162,84 @@ def without_seconds(path):
     return [{k: v for k, v in r.items() if k != "seconds"} for r in read(path)]
 
 
-def test_generalization_gap_study_resumes_a_killed_run_without_recomputing(tmp_path):
+#: A child process running the study whose ``run_setting`` stops (sleeps) at the call after the
+#: first ``KEEP``, saying so: the parent then kills it with SIGKILL, so exactly ``KEEP`` parts
+#: are on disk and the process dies without any clean-up code running.
+CHILD = """
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("gap", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+keep, original, calls = int(sys.argv[2]), module.run_setting, []
+def run_setting(setting, data):
+    if len(calls) == keep:
+        print("WAITING", flush=True)
+        time.sleep(600)
+    calls.append(setting)
+    return original(setting, data)
+module.run_setting = run_setting
+module.main(sys.argv[3:])
+"""
+
+
+def test_generalization_gap_study_resumes_a_killed_process_without_recomputing(tmp_path):
     whole, broken = str(tmp_path / "whole"), str(tmp_path / "broken")
     load("stability_generalization").main([*GAP_ARGS, "--output", whole])
-    # killed after 3 of the 6 settings: their parts are on disk, the rest are not
-    module = load("stability_generalization")
-    counting(module, fail_after=3)
-    with pytest.raises(Killed):
-        module.main([*GAP_ARGS, "--output", broken])
+    keep = 3
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    script = os.path.join(PIPELINES, "stability_generalization.py")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, script, str(keep), *GAP_ARGS, "--output", broken],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if line.strip() == "WAITING":
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL, "".join(seen)
     parts = os.path.join(broken, "parts")
-    assert len([f for f in os.listdir(parts) if f.endswith(".json")]) == 3
-    assert not os.path.exists(os.path.join(broken, "summary.csv"))
-    # the rerun computes only the 3 missing settings, and its output is the uninterrupted run's
+    kept = sorted(f for f in os.listdir(parts) if f.endswith(".json"))
+    assert len(kept) == keep and not os.path.exists(os.path.join(broken, "results.csv"))
+
+    # a sentinel planted in a kept part: read back (never recomputed) it reaches the results
+    with open(os.path.join(parts, kept[0])) as f:
+        original = f.read()
+    (row,) = json.loads(original)
+    with open(os.path.join(parts, kept[0]), "w") as f:
+        json.dump([dict(row, II=1.0e6)], f)
     module = load("stability_generalization")
     calls = counting(module)
     module.main([*GAP_ARGS, "--output", broken])
-    assert len(calls) == 3
+    assert len(calls) == 6 - keep  # only the settings without a part
+    resumed = read(os.path.join(broken, "results.csv"))
+    assert [number(r["II"]) == 1.0e6 for r in resumed].count(True) == 1
+    assert sorted(f for f in os.listdir(parts) if f.endswith(".json")) == sorted(
+        f for f in os.listdir(os.path.join(whole, "parts")) if f.endswith(".json")
+    )
+
+    # the part restored, a rerun computes nothing and its outputs are the uninterrupted run's
+    with open(os.path.join(parts, kept[0]), "w") as f:
+        f.write(original)
+    module = load("stability_generalization")
+    calls = counting(module)
+    module.main([*GAP_ARGS, "--output", broken])
+    assert calls == []
     assert without_seconds(os.path.join(broken, "results.csv")) == without_seconds(
         os.path.join(whole, "results.csv")
     )
     with open(os.path.join(broken, "summary.csv")) as a:
         with open(os.path.join(whole, "summary.csv")) as b:
             assert a.read() == b.read()
-    # a finished part is read back, never recomputed: a sentinel planted in it reaches the
-    # results and the summary, and a rerun calls no setting at all
-    name = sorted(os.listdir(parts))[0]
-    with open(os.path.join(parts, name)) as f:
-        (row,) = json.load(f)
-    row["II"] = 1.0e6
-    with open(os.path.join(parts, name), "w") as f:
-        json.dump([row], f)
-    module = load("stability_generalization")
-    calls = counting(module)
-    result = module.main([*GAP_ARGS, "--output", broken])
-    assert calls == []
-    assert sum(number(r["II"]) == 1.0e6 for r in read(os.path.join(broken, "results.csv"))) == 1
-    (before,) = read(os.path.join(whole, "summary.csv"))
-    assert result["summary"][0]["R2_II"] != pytest.approx(number(before["R2_II"]))
 
 
 def test_ppa_ensemble_fi_falls_with_more_members(tmp_path):

@@ -16,6 +16,8 @@ fit INPUT MODEL / transform MODEL INPUT OUTPUT / inverse MODEL INPUT OUTPUT
     Fit on a Zarr array or cube and save the model; write components / reconstructions to Zarr.
 info MODEL
     Summary of a saved model.
+bench [--quick] [--output DIR]
+    Every performance figure beside its baseline (:mod:`ppa_dask.app.bench`).
 
 The computing commands take ``--cluster FILE`` (cluster/*.yaml), ``--scheduler ADDRESS`` (or
 ``threads``), ``--workers``, ``--memory-limit`` and ``--performance-report FILE.html``; they
@@ -40,8 +42,15 @@ import sys
 import numpy as np
 
 from ppa_dask import store
-from ppa_dask.app import demo
-from ppa_dask.app.cluster import command_session, read_cluster_config, step_reporter
+from ppa_dask.app import bench, demo
+from ppa_dask.app.cluster import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_WORKER_TIMEOUT,
+    check_seconds,
+    command_session,
+    read_cluster_config,
+    step_reporter,
+)
 from ppa_dask.app.demo import (
     CUBE_DEMO_BANDS,
     CUBE_DEMO_MIN_BANDS,
@@ -52,6 +61,7 @@ from ppa_dask.app.demo import (
 )
 from ppa_dask.app.pipeline import Run, load_pipeline, open_zarr_dataset
 from ppa_dask.ppa.estimator import PPA
+from ppa_dask.store.results import is_remote, local_path, zarr_node_type
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.version import VERSION
 
@@ -93,6 +103,16 @@ def _positive_int(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
+
+
+def _seconds(text):
+    """argparse type: a positive number of seconds."""
+    try:
+        return check_seconds("seconds", float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of seconds, got {text!r}"
+        ) from None
 
 
 def _non_negative_int(text):
@@ -197,8 +217,15 @@ def _add_demo(subparsers):
         help="table part: rows per Zarr/Dask chunk (default: 131072, two generation blocks)",
     )
     _add_cluster_options(p, workers=False)
-    p.set_defaults(func=demo.run_demo)
+    p.set_defaults(func=run_demo)
     return p
+
+
+def run_demo(args, stream=None):
+    """The ``demo`` command: its output folder is checked before anything is generated."""
+    _check_output_folder(args.output, "--output")
+    _check_report(args)
+    return demo.run_demo(args, stream)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,6 +261,23 @@ def _add_cluster_options(p, workers=True):
         metavar="SIZE",
         default="auto",
         help="memory limit per local worker, e.g. 2GiB (default: auto)",
+    )
+    g.add_argument(
+        "--connect-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help="give up connecting to a scheduler after SECONDS (connection and Dask's "
+        "handshake; default: a 'type: scheduler' file's connect_timeout, else "
+        f"{DEFAULT_CONNECT_TIMEOUT:g})",
+    )
+    g.add_argument(
+        "--worker-timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help="SLURM/PBS cluster files: fail when no worker has joined SECONDS after the jobs "
+        f"were submitted (default: the file's worker_timeout, else {DEFAULT_WORKER_TIMEOUT:g})",
     )
     g.add_argument(
         "--performance-report",
@@ -292,12 +336,14 @@ def run_run(args, stream=None):
         print(yaml.safe_dump(config, sort_keys=False), end="", file=stream)
         print(f"{args.pipeline}: valid", file=stream)
         return 0
+    _check_output_folder(args.output or config.get("output"), "--output")
+    _check_report(args)
     progress = Reporter(stream)
+    run = Run(config, output=args.output, stream=stream, force=args.force, clock=progress.start)
+    run.check_folder()  # a folder that is not ours is refused before a cluster starts
     progress.say(f"ppa-dask run {args.pipeline}")
     with command_session(args, progress, cluster_file=cluster_file):
-        root = Run(
-            config, output=args.output, stream=stream, force=args.force, clock=progress.start
-        ).execute()
+        root = run.execute()
     progress.say(f"results in {root}")
     return 0
 
@@ -326,15 +372,61 @@ def _degree_spec(text):
 
 def _add_input_options(p):
     p.add_argument(
-        "--variable", metavar="NAME", help="the array (or xarray variable) inside a Zarr group"
+        "--variable",
+        metavar="NAME",
+        help="the array (or xarray variable) inside a Zarr group, or the NetCDF variable",
     )
+    p.add_argument(
+        "--columns",
+        metavar="A,B,C",
+        help="Parquet / CSV input: the feature columns (default: all; transform: the model's)",
+    )
+
+
+def _file_input(path, variable, feature_dim, columns):
+    """A NetCDF / GeoTIFF / NetCDF-series / Parquet / CSV input (ppa_dask.store.formats) as
+    ``(X, feature_dim, column names)``; None for a Zarr input."""
+    fmt = store.formats.file_format(path)
+    if fmt in store.formats.TABLE_FORMATS:
+        if feature_dim is not None:
+            raise CommandError(
+                f"--feature-dim applies to cubes; the features of the table {path!r} are its "
+                "columns (choose them with --columns)"
+            )
+        X, names = store.table_array(store.open_table(path, columns=columns))
+        return X, None, names
+    if columns is not None:
+        raise CommandError(f"--columns applies to Parquet and CSV inputs, not to {path!r}")
+    if fmt in store.formats.CUBE_FORMATS or store.formats.is_series(path):
+        if fmt == "geotiff" and feature_dim is None:
+            feature_dim = store.formats.BAND_DIM
+        if feature_dim is None:
+            raise CommandError(
+                f"{path!r} is a NetCDF cube: name the dimension holding its features with "
+                "--feature-dim (e.g. band)"
+            )
+        return store.open_cube(path, variable, feature_dim), feature_dim, None
+    return None
 
 
 def _open_data(path, variable=None, feature_dim=None):
     """A Zarr input as a Dask array, or as a DataArray when ``feature_dim`` is given."""
     if feature_dim is None:
-        return store.open_input(path, variable=variable)
+        X = store.open_input(path, variable=variable)
+        if X.dtype.kind not in "biuf":
+            where = f"{path!r}" + (f" variable {variable!r}" if variable else "")
+            raise CommandError(
+                f"INPUT {where} holds dtype {X.dtype}; ppa-dask needs numbers (integer, float "
+                "or bool)"
+            )
+        return X
 
+    if not is_remote(path) and zarr_node_type(local_path(path)) == "array":
+        raise CommandError(
+            f"--feature-dim {feature_dim!r} needs an xarray dataset (a Zarr group whose "
+            f"variables have named dimensions), but {path!r} is a plain Zarr array: drop "
+            "--feature-dim to read it as samples x features"
+        )
     ds = open_zarr_dataset(path)
     names = list(ds.data_vars)
     if variable is None:
@@ -352,9 +444,70 @@ def _open_data(path, variable=None, feature_dim=None):
     return cube
 
 
-def _check_new_output(path, overwrite, what):
-    if os.path.lexists(path) and not overwrite:
+def _check_writable(path, what):
+    """Refuse a local ``path`` whose nearest existing folder cannot be written (the commands
+    create missing parent folders): a probe folder is made there and removed again."""
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(folder):
+        if os.path.lexists(folder):
+            raise CommandError(f"{what} {path!r}: {folder!r} exists and is not a folder")
+        folder = os.path.dirname(folder)
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".ppa-dask-probe-", dir=folder))
+    except OSError as exc:
+        raise CommandError(
+            f"{what} {path!r} cannot be written: cannot create anything in {folder!r} "
+            f"({exc.strerror or exc})"
+        ) from None
+
+
+def _same_or_nested(a, b):
+    a, b = os.path.realpath(a), os.path.realpath(b)
+    return (
+        a == b
+        or a.startswith(b.rstrip(os.sep) + os.sep)
+        or b.startswith(a.rstrip(os.sep) + os.sep)
+    )
+
+
+def _check_new_output(path, overwrite, what, inputs=None):
+    """Check an output path before any work: not empty, not one of ``inputs`` (a mapping of
+    option name to path) nor inside one, absent unless ``overwrite``, and writable."""
+    if not str(path).strip():
+        raise CommandError(f"{what} is an empty path; give the path to write")
+    if is_remote(path):
+        return
+    local = local_path(path)
+    for name, other in (inputs or {}).items():
+        if other and not is_remote(other) and _same_or_nested(local, local_path(other)):
+            raise CommandError(
+                f"{what} {path!r} is {name} {other!r}, inside it or holding it; write the "
+                "result to another path"
+            )
+    if os.path.lexists(local) and not overwrite:
         raise CommandError(f"{what} {path!r} already exists; pass --overwrite to replace it")
+    _check_writable(local, what)
+
+
+def _check_output_folder(path, what):
+    """A folder that a command writes into (it may exist already: runs resume)."""
+    if path is None:
+        return
+    if not str(path).strip():
+        raise CommandError(f"{what} is an empty path; give the folder to write in")
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise CommandError(f"{what} {path!r} exists and is not a folder")
+    _check_writable(os.path.join(path, "x") if os.path.isdir(path) else path, what)
+
+
+def _check_report(args):
+    report = getattr(args, "performance_report", None)
+    if report is not None:
+        if not str(report).strip():
+            raise CommandError("--performance-report is an empty path")
+        _check_writable(report, "--performance-report")
 
 
 def _add_fit(subparsers):
@@ -367,7 +520,12 @@ def _add_fit(subparsers):
             "the model to MODEL (a Zarr group of arrays and JSON; never pickle)."
         ),
     )
-    p.add_argument("input", metavar="INPUT", help="Zarr store (local path or fsspec URL)")
+    p.add_argument(
+        "input",
+        metavar="INPUT",
+        help="Zarr store (local path or fsspec URL), NetCDF (.nc, or a quoted glob of them), "
+        "GeoTIFF (.tif), Parquet or CSV",
+    )
     p.add_argument("model", metavar="MODEL", help="where to save the model (a .zarr folder)")
     _add_input_options(p)
     p.add_argument(
@@ -428,8 +586,13 @@ def run_fit(args, stream=None):
     """The ``fit`` command."""
     stream = sys.stdout if stream is None else stream
 
-    _check_new_output(args.model, args.overwrite, "MODEL")
-    X = _open_data(args.input, args.variable, args.feature_dim)
+    _check_new_output(args.model, args.overwrite, "MODEL", {"INPUT": args.input})
+    _check_report(args)
+    found = _file_input(args.input, args.variable, args.feature_dim, args.columns)
+    if found is None:
+        X, names = _open_data(args.input, args.variable, args.feature_dim), None
+    else:
+        X, args.feature_dim, names = found
     model = PPA(
         degree=args.degree,
         cv=args.cv,
@@ -448,6 +611,8 @@ def run_fit(args, stream=None):
                 else {}
             )
             model.fit(X, progress=step_reporter(stream), **kwargs)
+            if names:  # a Parquet / CSV input: its columns name the features
+                store.name_features(model, names)
         progress.say(
             f"fit: {progress.times['fit_s']:.1f} s, {model.n_passes_} passes, residual "
             f"cache {model.residual_cache_}, degrees "
@@ -461,8 +626,15 @@ def run_fit(args, stream=None):
 def _add_apply(subparsers, name, help_, description, func):
     p = subparsers.add_parser(name, help=help_, description=description)
     p.add_argument("model", metavar="MODEL", help="a model saved by 'ppa-dask fit'")
-    p.add_argument("input", metavar="INPUT", help="Zarr store (local path or fsspec URL)")
-    p.add_argument("output", metavar="OUTPUT", help="Zarr array (or xarray group) to write")
+    p.add_argument(
+        "input", metavar="INPUT", help="Zarr store, NetCDF, GeoTIFF, Parquet or CSV (as for fit)"
+    )
+    p.add_argument(
+        "output",
+        metavar="OUTPUT",
+        help="Zarr array (or xarray group) to write; .tif / .nc write a GeoTIFF / NetCDF "
+        "(cube models), .parquet / .csv a table",
+    )
     _add_input_options(p)
     if name == "transform":
         p.add_argument(
@@ -517,7 +689,10 @@ def _layout_dim(model):
 def _apply(args, stream, what):
     stream = sys.stdout if stream is None else stream
 
-    _check_new_output(args.output, args.overwrite, "OUTPUT")
+    _check_new_output(
+        args.output, args.overwrite, "OUTPUT", {"INPUT": args.input, "MODEL": args.model}
+    )
+    _check_report(args)
     model = _load_model_file(args.model)
     progress = Reporter(stream)
     progress.say(f"ppa-dask {what} {args.input} with {args.model} -> {args.output}")
@@ -525,7 +700,15 @@ def _apply(args, stream, what):
     with command_session(args, progress):
         with progress.stage(f"{what}_s", f"{what}: computing and writing"):
             if cube_dim is None:
-                X = store.open_input(args.input, variable=args.variable)
+                columns = args.columns
+                names_in = getattr(model, "feature_names_in_", None)
+                if columns is None and what == "transform" and names_in is not None:
+                    columns = list(names_in)  # the model's columns, by name
+                found = _file_input(args.input, None, None, columns)
+                if found is None:
+                    X = store.open_input(args.input, variable=args.variable)
+                else:
+                    X = found[0]
                 if what == "transform":
                     k = (
                         model.n_components_
@@ -535,23 +718,40 @@ def _apply(args, stream, what):
                     out = model.transform(X)[:, :k]
                 else:
                     out = model.inverse_transform(X)
-                store.write_array(
-                    out,
-                    args.output,
-                    overwrite=args.overwrite,
-                    attrs={"ppa_dask_command": what, "model": os.path.abspath(args.model)},
-                )
+                if store.formats.file_format(args.output) in store.formats.TABLE_FORMATS:
+                    names_out = (
+                        list(model.get_feature_names_out()[: out.shape[1]])
+                        if what == "transform"
+                        else names_in
+                    )
+                    store.write_table(out, args.output, names_out, overwrite=args.overwrite)
+                else:
+                    store.write_array(
+                        out,
+                        args.output,
+                        overwrite=args.overwrite,
+                        attrs={"ppa_dask_command": what, "model": os.path.abspath(args.model)},
+                    )
                 shape = out.shape
             else:
+                dim = cube_dim if what == "transform" else "component"
+                variable = args.variable
+                if what == "inverse" and variable is None:
+                    is_tif = store.formats.file_format(args.input) == "geotiff"
+                    variable = None if is_tif else "components"
+                found = _file_input(args.input, variable, dim, args.columns)
+                data = _open_data(args.input, variable, dim) if found is None else found[0]
                 if what == "transform":
-                    data = _open_data(args.input, args.variable, cube_dim)
                     out = model.transform(data)
                     if args.components is not None:
                         out = out.isel(component=slice(0, args.components))
                 else:
-                    data = _open_data(args.input, args.variable or "components", "component")
                     out = model.inverse_transform(data)
-                store.write_dataset(out, args.output, overwrite=args.overwrite)
+                if store.formats.file_format(args.output) in store.formats.CUBE_FORMATS:
+                    # GeoTIFF / NetCDF: georeferencing, coordinates and attributes of the input
+                    store.write_cube(out, args.output, like=data, overwrite=args.overwrite)
+                else:
+                    store.write_dataset(out, args.output, overwrite=args.overwrite)
                 shape = dict(out.sizes) if hasattr(out, "sizes") else "?"
     progress.say(
         f"wrote {os.path.abspath(args.output)} ({shape}) in {progress.times[f'{what}_s']:.1f} s"
@@ -640,7 +840,15 @@ def run_info(args, stream=None):
 # ---------------------------------------------------------------------------------------------
 
 #: Functions adding one sub-command each to the sub-parsers.
-_COMMANDS = (_add_demo, _add_run, _add_fit, _add_transform, _add_inverse, _add_info)
+_COMMANDS = (
+    _add_demo,
+    _add_run,
+    _add_fit,
+    _add_transform,
+    _add_inverse,
+    _add_info,
+    bench.add_parser,
+)
 
 
 def build_parser():

@@ -27,6 +27,13 @@ kind; see ``cluster/README.md``) and opened with :func:`open_client`:
 
 Each may carry a ``security:`` block (TLS through :class:`distributed.Security`). Bad files raise
 :class:`ClusterConfigError` naming the file, the key and what was expected.
+
+Every wait is bounded: connecting to a scheduler (the TCP/TLS connection, distributed's
+handshake and the scheduler's identity reply) takes at most ``connect_timeout`` seconds
+(:data:`DEFAULT_CONNECT_TIMEOUT`), and a batch-job cluster fails when its submission command is
+missing or fails, or when no worker has joined after ``worker_timeout`` seconds
+(:data:`DEFAULT_WORKER_TIMEOUT`). Both raise :class:`ClusterConnectError` with one line naming
+the address or the command.
 """
 
 from __future__ import annotations
@@ -36,17 +43,28 @@ import functools
 import logging
 import numbers
 import os
+import re
+import shlex
+import shutil
+import time
 
+from ppa_dask.app.dashboard import open_page
 from ppa_dask.utils.blas import BLAS_THREAD_VARIABLES
 from ppa_dask.utils.progress import bar_line, step_progress
+from ppa_dask.utils.yamlfile import DuplicateKeyError, load_yaml
 
 __all__ = [
     "local_client",
     "dashboard_link",
     "ClusterConfigError",
+    "ClusterConnectError",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_WORKER_TIMEOUT",
+    "check_seconds",
     "read_cluster_config",
     "make_security",
     "open_client",
+    "probe_scheduler",
     "job_script",
     "validate_daskcluster",
     "step_reporter",
@@ -56,6 +74,10 @@ __all__ = [
 
 #: Loggers quietened while the cluster runs (the scheduler, nanny and worker chatter).
 _NOISY_LOGGERS = ("distributed", "bokeh", "tornado")
+#: Seconds allowed for connecting to a scheduler: connection, handshake and identity reply.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+#: Seconds a batch-job cluster may take until its first worker joins (queue wait included).
+DEFAULT_WORKER_TIMEOUT = 600.0
 
 
 def _check_positive_int(name, value):
@@ -90,6 +112,35 @@ def _one_blas_thread_for_spawned_workers():
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+class _DropRecorded(logging.Filter):
+    """Drops the log records of exceptions already reported (jobqueue's failed submissions,
+    which asyncio and tornado log once more as unretrieved task exceptions)."""
+
+    def __init__(self, failures):
+        super().__init__()
+        self.failures = failures
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        return not any(exc is f for f in self.failures)
+
+
+@contextlib.contextmanager
+def _dropping_logs_of(failures):
+    import gc
+
+    loggers = [logging.getLogger(name) for name in ("asyncio", "tornado.application")]
+    drop = _DropRecorded(failures)
+    for logger in loggers:
+        logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        gc.collect()  # orphaned failed tasks report themselves now, while the filter is on
+        for logger in loggers:
+            logger.removeFilter(drop)
 
 
 @contextlib.contextmanager
@@ -184,7 +235,18 @@ def local_client(
             finally:
                 client.close()
         finally:
-            cluster.close()
+            nanny_log = logging.getLogger("distributed.nanny")
+            nanny_log.addFilter(_slow_exit_at_close)
+            try:
+                cluster.close()
+            finally:
+                nanny_log.removeFilter(_slow_exit_at_close)
+
+
+def _slow_exit_at_close(record):
+    # closing the cluster kills a worker process that has not exited 4 s after being asked to
+    # (a loaded machine): that is the shutdown working as intended, not a fault to report
+    return not record.getMessage().startswith("Worker process still alive after")
 
 
 def dashboard_link(client):
@@ -206,6 +268,14 @@ def dashboard_link(client):
 
 class ClusterConfigError(ValueError):
     """A cluster configuration file (or value) that cannot be used; the message says why."""
+
+
+class ClusterConnectError(ClusterConfigError):
+    """A scheduler that cannot be reached, or a cluster whose workers cannot start.
+
+    The message is one line naming the address (timed out, refused, not a Dask scheduler) or
+    the job submission command (missing, failed, no worker in time).
+    """
 
 
 #: Keys of a ``security:`` block: :class:`distributed.Security`'s file-based TLS settings.
@@ -237,10 +307,29 @@ LOCAL_OPTIONS = (
 _JOBQUEUE_CLASSES = {"slurm": "SLURMCluster", "pbs": "PBSCluster"}
 _CONFIG_KEYS = {
     "local": ("type", "options", "security"),
-    "slurm": ("type", "options", "scale", "adapt", "security"),
-    "pbs": ("type", "options", "scale", "adapt", "security"),
-    "scheduler": ("type", "address", "security"),
+    "slurm": ("type", "options", "scale", "adapt", "security", "worker_timeout"),
+    "pbs": ("type", "options", "scale", "adapt", "security", "worker_timeout"),
+    "scheduler": ("type", "address", "security", "connect_timeout"),
 }
+#: Top-level keys of the files holding a number of seconds.
+_TIMEOUT_KEYS = ("connect_timeout", "worker_timeout")
+
+
+def check_seconds(name, value):
+    """A positive, finite number of seconds as a float; ValueError naming ``name`` otherwise.
+
+    Examples
+    --------
+    >>> check_seconds("--connect-timeout", 2)
+    2.0
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not 0 < float(value) < float("inf")
+    ):
+        raise ValueError(f"{name}: expected a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def _where(path, key=None):
@@ -414,9 +503,11 @@ def read_cluster_config(path, overrides=None):
     path = os.fspath(path)
     try:
         with open(path) as f:
-            raw = yaml.safe_load(f)
+            raw = load_yaml(f)  # strict: a key given twice is refused
     except FileNotFoundError:
         raise ClusterConfigError(f"cluster configuration {path!r} does not exist") from None
+    except DuplicateKeyError as exc:
+        raise ClusterConfigError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise ClusterConfigError(
             f"{path}: not valid YAML ({' '.join(str(exc).split())})"
@@ -424,6 +515,13 @@ def read_cluster_config(path, overrides=None):
     base_dir = os.path.dirname(os.path.abspath(path))
     if not isinstance(raw, dict):
         raise ClusterConfigError(f"{path}: expected a mapping at the top, got {raw!r}")
+    timeouts = {}
+    for key in _TIMEOUT_KEYS:
+        if key in raw and raw.get("kind") != "DaskCluster":
+            try:
+                timeouts[key] = check_seconds(f"{path}: {key}", raw[key])
+            except ValueError as exc:
+                raise ClusterConfigError(str(exc)) from None
     if raw.get("kind") == "DaskCluster":
         validate_daskcluster(raw, where=path)
         return {
@@ -443,7 +541,7 @@ def read_cluster_config(path, overrides=None):
     options = dict(_expect_mapping(raw.get("options") or {}, path, "options"))
     options.update(overrides or {})
     security = make_security(raw.get("security"), base_dir, where=f"{path}: security")
-    config = {"type": kind, "options": options, "security": security, "path": path}
+    config = {"type": kind, "options": options, "security": security, "path": path, **timeouts}
     if kind == "local":
         _unknown_keys(options, LOCAL_OPTIONS, path, "options")
         if security is not None:
@@ -476,17 +574,100 @@ def _blas_prologue(lines):
     return lines
 
 
-def _jobqueue_cluster(config):
+def _jobqueue_cluster(config, failures=None):
+    """The jobqueue cluster of ``config``; with a ``failures`` list, every job whose
+    submission raises appends its exception there (jobqueue itself only logs it)."""
     cls = _jobqueue_class(config["type"], config["path"])
     options = dict(config["options"])
     options["job_script_prologue"] = _blas_prologue(options.get("job_script_prologue"))
     if config["security"] is not None:
         options["security"] = config["security"]
         options.setdefault("protocol", "tls://")
+    if failures is not None:
+        options["job_cls"] = _recording_job_class(cls.job_cls, failures)
     try:
         return cls(**options)
     except (TypeError, ValueError) as exc:
         raise ClusterConfigError(f"{config['path']}: options: {exc}") from None
+
+
+def _recording_job_class(job_cls, failures):
+    """A subclass of the jobqueue ``job_cls`` that records why a job could not start."""
+
+    from distributed.core import Status
+
+    class RecordingJob(job_cls):
+        async def start(self):
+            try:
+                await super().start()
+            except Exception as exc:
+                failures.append(exc)
+                self.status = Status.failed  # so that closing the cluster does not trip on it
+                raise
+
+    RecordingJob.__name__ = RecordingJob.__qualname__ = job_cls.__name__
+    return RecordingJob
+
+
+def _submit_command(config):
+    """The program a jobqueue cluster submits its jobs with (``sbatch``, ``qsub``)."""
+    cls = _jobqueue_class(config["type"], config["path"])
+    return shlex.split(cls.job_cls.submit_command)[0]
+
+
+def _check_submit_command(config):
+    command = _submit_command(config)
+    if shutil.which(command) is None:
+        raise ClusterConnectError(
+            f"{config['path']}: cannot start workers: the job submission command {command!r} "
+            f"is not on PATH (run ppa-dask on a {config['type'].upper()} login node)"
+        )
+
+
+def _job_failure_line(exc, command):
+    """One line saying why a job submission failed (jobqueue's RuntimeError is multi-line)."""
+    text = str(exc)
+    code = re.search(r"Exit code: (-?\d+)", text)
+    err = re.search(r"stderr:\n(.*)", text, re.S)
+    detail = " ".join(err.group(1).split()) if err and err.group(1).strip() else ""
+    if code:
+        return f"{command!r} exited with status {code.group(1)}" + (
+            f": {detail}" if detail else ""
+        )
+    return f"{command!r} failed: {type(exc).__name__}: {' '.join(text.split())}"
+
+
+def _needs_workers_at_start(config):
+    """False for an adaptive cluster allowed to have no job before work arrives."""
+    if "adapt" not in config:
+        return True
+    adapt = config["adapt"]
+    return bool(adapt.get("minimum") or adapt.get("minimum_jobs"))
+
+
+def _wait_for_first_worker(client, config, timeout, failures):
+    """Return once a worker has joined; ClusterConnectError naming the submission command when
+    a submission failed or no worker joined within ``timeout`` seconds."""
+    command = _submit_command(config)
+    deadline = time.monotonic() + timeout
+    while True:
+        if failures:
+            raise ClusterConnectError(
+                f"{config['path']}: cannot start workers: "
+                + _job_failure_line(failures[0], command)
+            )
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ClusterConnectError(
+                f"{config['path']}: no worker joined within {timeout:g} s of submitting jobs "
+                f"with {command!r} (queue wait or failing jobs; see the job logs, or raise "
+                "--worker-timeout / worker_timeout)"
+            )
+        try:
+            client.wait_for_workers(1, timeout=min(0.5, left))
+            return
+        except TimeoutError:
+            continue
 
 
 def job_script(path, overrides=None):
@@ -515,6 +696,139 @@ def job_script(path, overrides=None):
         cluster.close()
 
 
+def _refused(exc):
+    """Whether a connection failure was the peer refusing it (nothing listening)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ConnectionRefusedError) or "refused" in str(exc).lower():
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+async def _scheduler_identity(address, timeout, connection_args, phase):
+    """Connect to ``address`` and ask for its identity (distributed's ``identity`` op);
+    ``phase["listening"]`` is set once a plain TCP connection to the port succeeded."""
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    scheme, location = parse_address(address)
+    if scheme in ("tcp", "tls"):
+        # a bare TCP connection first tells "nothing listening" from "not speaking Dask"
+        host, port = parse_host_port(location)
+        _, writer = await asyncio.open_connection(host, port)
+        writer.close()
+        phase["listening"] = True
+    comm = await connect(address, timeout=timeout, **connection_args)
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        return await comm.read()
+    finally:
+        comm.abort()
+
+
+def probe_scheduler(address, timeout=DEFAULT_CONNECT_TIMEOUT, security=None):
+    """Check within ``timeout`` seconds that a Dask scheduler answers at ``address``.
+
+    distributed bounds the TCP connection by its timeout but then waits without a limit for
+    the peer's handshake, so a web server or a silent port would hang a Client forever. The
+    whole exchange (connection, handshake, identity reply) runs here under one deadline, in a
+    thread of its own (callable whether or not an event loop runs in this one).
+
+    Returns
+    -------
+    identity : dict
+        The scheduler's identity (``type``, ``id``, ``address``, ...).
+
+    Raises
+    ------
+    ClusterConnectError
+        One line naming ``address``: refused, timed out, or not a Dask scheduler.
+
+    Examples
+    --------
+    >>> try:
+    ...     probe_scheduler("tcp://127.0.0.1:1", timeout=1)
+    ... except ClusterConnectError as exc:
+    ...     print("refused" in str(exc))
+    True
+    """
+    import asyncio
+    import concurrent.futures
+
+    from distributed.comm.core import CommClosedError
+    from distributed.security import Security
+
+    timeout = check_seconds("connect_timeout", timeout)
+    args = (security or Security()).get_connection_args("client")
+
+    phase = {"listening": False}
+
+    async def bounded():
+        return await asyncio.wait_for(_scheduler_identity(address, timeout, args, phase), timeout)
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ppa-dask-probe") as pool:
+        future = pool.submit(asyncio.run, bounded())
+        try:
+            identity = future.result()
+        except TimeoutError:
+            raise ClusterConnectError(
+                f"scheduler {address}: timed out after {timeout:g} s: "
+                + (
+                    "the port accepts connections but no Dask scheduler answered (not a Dask "
+                    "scheduler?)"
+                    if phase["listening"]
+                    else "no connection (host down or filtered?); raise --connect-timeout for "
+                    "a slow network"
+                )
+            ) from None
+        except CommClosedError:
+            raise ClusterConnectError(
+                f"scheduler {address}: the peer closed the connection during Dask's "
+                "handshake: not a Dask scheduler"
+            ) from None
+        except OSError as exc:
+            what = (
+                "connection refused (nothing listening there)"
+                if _refused(exc)
+                else f"cannot connect ({' '.join(str(exc).split())})"
+            )
+            raise ClusterConnectError(f"scheduler {address}: {what}") from None
+        except Exception as exc:  # garbage instead of Dask's messages
+            raise ClusterConnectError(
+                f"scheduler {address}: not a Dask scheduler (its reply is not Dask's protocol: "
+                f"{type(exc).__name__})"
+            ) from None
+    if not isinstance(identity, dict) or identity.get("type") != "Scheduler":
+        kind = identity.get("type") if isinstance(identity, dict) else type(identity).__name__
+        raise ClusterConnectError(
+            f"scheduler {address}: not a Dask scheduler (it identifies as {kind!r})"
+        )
+    return identity
+
+
+@contextlib.contextmanager
+def _connected_client(address, security, timeout):
+    """A Client of the scheduler at ``address``, probed first; every later connection of the
+    Client is bounded by ``timeout`` too (distributed's ``comm.timeouts.connect``)."""
+    import dask
+    from distributed import Client
+
+    probe_scheduler(address, timeout, security)
+    with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}):
+        try:
+            client = Client(address, security=security, timeout=timeout, set_as_default=True)
+        except OSError as exc:  # the scheduler went away between the probe and now
+            raise ClusterConnectError(
+                f"scheduler {address}: {' '.join(str(exc).split())}"
+            ) from None
+        with client:
+            yield client
+
+
 @contextlib.contextmanager
 def open_client(
     cluster=None,
@@ -523,6 +837,8 @@ def open_client(
     memory_limit="auto",
     local_directory=None,
     log_level=logging.WARNING,
+    connect_timeout=None,
+    worker_timeout=None,
 ):
     """Yield a distributed Client for a cluster file, a scheduler address or a LocalCluster.
 
@@ -536,10 +852,23 @@ def open_client(
     n_workers, memory_limit, local_directory
         For the default LocalCluster (neither ``cluster`` nor ``scheduler``), and defaults for a
         ``type: local`` file.
+    connect_timeout : float, optional
+        Seconds allowed for connecting to a scheduler (connection, handshake, identity reply).
+        Default: the file's ``connect_timeout``, else :data:`DEFAULT_CONNECT_TIMEOUT`. It is
+        also distributed's ``comm.timeouts.connect`` while the Client is open.
+    worker_timeout : float, optional
+        SLURM/PBS files: seconds until the first worker must have joined. Default: the file's
+        ``worker_timeout``, else :data:`DEFAULT_WORKER_TIMEOUT`.
 
     Yields
     ------
     client : distributed.Client or None
+
+    Raises
+    ------
+    ClusterConnectError
+        One line naming the address that timed out, refused the connection or is not a Dask
+        scheduler, or the job submission command that is missing or failed.
     """
     import dask
     from distributed import Client
@@ -556,7 +885,11 @@ def open_client(
                 f"scheduler: expected an address such as tcp://127.0.0.1:8786 (or 'threads'), "
                 f"got {scheduler!r}"
             )
-        with Client(scheduler, set_as_default=True) as client:
+        timeout = check_seconds(
+            "connect_timeout",
+            DEFAULT_CONNECT_TIMEOUT if connect_timeout is None else connect_timeout,
+        )
+        with _connected_client(scheduler, None, timeout) as client:
             yield client
         return
     if cluster is None:
@@ -582,7 +915,13 @@ def open_client(
         with local_client(log_level=log_level, **options) as client:
             yield client
     elif kind == "scheduler":
-        with Client(config["address"], security=config["security"], set_as_default=True) as client:
+        timeout = check_seconds(
+            "connect_timeout",
+            connect_timeout
+            if connect_timeout is not None
+            else config.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+        )
+        with _connected_client(config["address"], config["security"], timeout) as client:
             yield client
     elif kind == "kubernetes":
         try:
@@ -600,15 +939,31 @@ def open_client(
             with Client(kube, set_as_default=True) as client:
                 yield client
     else:
-        jobs = _jobqueue_cluster(config)
-        try:
-            if "adapt" in config:
-                jobs.adapt(**config["adapt"])
-            else:
-                jobs.scale(**config.get("scale", {"jobs": 1}))
-            with Client(jobs, set_as_default=True) as client:
-                yield client
-        finally:
+        timeout = check_seconds(
+            "worker_timeout",
+            worker_timeout
+            if worker_timeout is not None
+            else config.get("worker_timeout", DEFAULT_WORKER_TIMEOUT),
+        )
+        _check_submit_command(config)  # before a scheduler is started
+        failures = []
+        with _dropping_logs_of(failures):
+            jobs = _jobqueue_cluster(config, failures)
+            try:
+                if "adapt" in config:
+                    jobs.adapt(**config["adapt"])
+                else:
+                    jobs.scale(**config.get("scale", {"jobs": 1}))
+                with Client(jobs, set_as_default=True) as client:
+                    if _needs_workers_at_start(config):
+                        _wait_for_first_worker(client, config, timeout, failures)
+                    yield client
+            except BaseException:
+                # the error being raised says what went wrong; closing may fail after it
+                # (a cancel command that is missing too), which must not replace it
+                with contextlib.suppress(Exception):
+                    jobs.close()
+                raise
             jobs.close()
 
 
@@ -780,8 +1135,9 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
     Parameters
     ----------
     args : argparse.Namespace
-        The command's options ``cluster``, ``scheduler``, ``workers``, ``memory_limit`` and
-        ``performance_report`` (absent ones take their defaults).
+        The command's options ``cluster``, ``scheduler``, ``workers``, ``memory_limit``,
+        ``connect_timeout``, ``worker_timeout`` and ``performance_report`` (absent ones take
+        their defaults).
     progress : ppa_dask.utils.progress.Reporter
         Where the connection, scheduler and dashboard lines go.
     local_directory : str, optional
@@ -797,7 +1153,9 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
     Raises
     ------
     ValueError
-        For contradicting options or a performance report that cannot be written.
+        For contradicting options or a performance report that cannot be written;
+        :class:`ClusterConnectError` for a scheduler that cannot be reached or workers that
+        cannot start.
 
     Examples
     --------
@@ -835,6 +1193,8 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
         n_workers=getattr(args, "workers", 2),
         memory_limit=getattr(args, "memory_limit", "auto"),
         local_directory=local_directory,
+        connect_timeout=getattr(args, "connect_timeout", None),
+        worker_timeout=getattr(args, "worker_timeout", None),
     ) as client:
         if client is None:
             progress.say(f"computing in this process (dask scheduler {scheduler!r}); no dashboard")
@@ -842,7 +1202,10 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
             return
         n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
         progress.say(f"scheduler {client.scheduler.address}, {n} worker(s)")
-        progress.say(f"dashboard: {dashboard_link(client) or '(not available)'}")
+        link = dashboard_link(client)
+        progress.say(f"dashboard: {link or '(not available)'}")
+        page, note = open_page(client, link)  # the PPA fits page, served beside the dashboard
+        progress.say(f"PPA fits: {page}" if page else f"note: {note}")
         if report is None:
             yield client
         else:
@@ -902,8 +1265,11 @@ def compute_with_progress(*collections, label="compute", stream=None):
         _FanoutBar(futures, label, stream, scheduler=client.scheduler.address)
         return tuple(client.gather(futures))
     finally:
-        for f in futures:
-            f.release()
+        # cancel, not release: Future.release reaches the scheduler only after a graph
+        # submitted next (one more hop through the client's event loop), which then meets
+        # these tasks still there, fused differently, and distributed warns of a different
+        # run_spec (dask/dask#9888); cancel-keys goes out now, ahead of any later graph
+        client.cancel(futures)
 
 
 def _fanout_bar_class():

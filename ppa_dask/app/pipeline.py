@@ -58,6 +58,19 @@ Relative paths (``output``, ``data.path``, ``cluster``) are relative to the curr
 The run folder holds one folder per stage (``01-load`` ... ``06-plots``), ``pipeline.yaml`` (the
 validated configuration with every default filled in), ``pipeline.log`` and ``summary.json``.
 
+**Whose folder it is.** A run folder is one the library made: it creates the run in a new or
+empty folder and writes ``.ppa-dask-run.json`` there (format, versions, the pipeline's name, the
+SHA-256 of the configuration, the times, and the stage folders it created). A non-empty folder
+without that record is refused before anything is written, and a stage folder the record does
+not list is never removed (not by ``--force`` either). While a run uses the folder it holds
+``.ppa-dask-run.lock`` (created with O_CREAT | O_EXCL; pid, host and start time): a second run
+on the folder is refused with the owner's pid and host, and the lock of a run whose process is
+gone (same host, pid not running: a killed batch job) is taken over with a note in the log.
+The lock is removed when the run ends, also when it fails.
+
+Files are read strictly: a key given twice in one mapping is an error naming the file, the key
+and both lines (``ppa_dask.utils.yamlfile``).
+
 **Resuming.** A stage is complete when its folder holds ``_complete.json``, written last (by an
 atomic rename) after every output of the stage. The marker records a key, the SHA-256 of the
 stage's configuration, of the keys of the stages it reads from and of the fingerprints of the
@@ -81,7 +94,7 @@ import math
 import numbers
 import os
 import re
-import shutil
+import socket
 import sys
 import time
 
@@ -92,10 +105,12 @@ from ppa_dask.app.baseline import pca_reconstruction_errors
 from ppa_dask.app.cluster import compute_with_progress, step_reporter
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
+from ppa_dask.utils.files import remove_path, write_json_atomic, write_text_atomic
 from ppa_dask.utils.params import AnyOf, Integer, Options, is_int
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.seeds import child_seed
 from ppa_dask.utils.version import VERSION
+from ppa_dask.utils.yamlfile import DuplicateKeyError, read_yaml_file
 
 __all__ = [
     "PipelineError",
@@ -134,6 +149,11 @@ STAGE_INPUTS = {
 }
 #: Rows per chunk of the tables written by the pipeline (samples x features).
 DEFAULT_CHUNK_ROWS = 65536
+#: The record that makes a folder a run folder: written by the library into the empty folder it
+#: creates the run in, listing the stage folders it made there (the only ones it ever removes).
+RUN_RECORD = ".ppa-dask-run.json"
+#: The lock file of the run using a run folder (pid, host, start time); removed at its end.
+RUN_LOCK = ".ppa-dask-run.lock"
 
 
 class PipelineError(ValueError):
@@ -246,7 +266,36 @@ def _mapping_check(v):
 
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-_SOURCES = ("zarr", "xarray", "dataset", "make_cube", "generated")
+_SOURCES = (
+    "zarr",
+    "xarray",
+    "dataset",
+    "make_cube",
+    "generated",
+    "netcdf",
+    "geotiff",
+    "parquet",
+    "csv",
+)
+# the sources read from the formats users hold (ppa_dask.store.formats): cubes read in place,
+# tables copied to the run folder
+_FILE_CUBES = ("netcdf", "geotiff")
+_FILE_TABLES = ("parquet", "csv")
+
+
+def _paths_check(v):
+    if isinstance(v, str) and v:
+        return v
+    if isinstance(v, list) and v and all(isinstance(p, str) and p for p in v):
+        return list(v)
+    raise _Bad("a file path or glob (string), or a non-empty list of file paths")
+
+
+def _columns_check(v):
+    if v is None or (isinstance(v, list) and v and all(isinstance(c, str) for c in v)):
+        return v
+    raise _Bad("null (every column) or a non-empty list of column names")
+
 
 _DATA_COMMON = {
     "source": _choice_field(_SOURCES),
@@ -269,6 +318,23 @@ _DATA_BY_SOURCE = {
         "params": _Field("a mapping of make_cube parameters", _mapping_check, default={}),
         "variable": _str_field(default="reflectance", what="a variable of the cube (string)"),
         "feature_dim": _str_field(default="band", what="the name of the feature dimension"),
+    },
+    "netcdf": {
+        "path": _Field("a NetCDF file, a glob or a list of files (a series)", _paths_check),
+        "variable": _str_field(default=None, none=True, what="a variable name (string)"),
+        "feature_dim": _str_field(what="the name of the feature dimension (string)"),
+        "concat_dim": _str_field(default="time", what="the dimension a series of files spans"),
+    },
+    "geotiff": {
+        "path": _str_field(what="a GeoTIFF file (string); its bands are the features"),
+    },
+    "parquet": {
+        "path": _str_field(what="a Parquet file, folder or glob (string)"),
+        "columns": _Field("null or a list of column names", _columns_check, default=None),
+    },
+    "csv": {
+        "path": _str_field(what="a CSV file or glob (string)"),
+        "columns": _Field("null or a list of column names", _columns_check, default=None),
     },
     "generated": {
         "kind": _choice_field(("curved", "helix"), default="curved"),
@@ -420,6 +486,11 @@ def _check_data(raw, errors):
         path = data["path"]
         if not _is_url(path) and not os.path.exists(path):
             errors.append(f"data.path: no such file or folder {path!r}")
+    if source in _FILE_CUBES + _FILE_TABLES and "path" in data:
+        try:
+            store.formats.expand_paths(data["path"])
+        except FileNotFoundError as exc:
+            errors.append(f"data.path: {exc}")
     if source == "make_cube" and "params" in data:
         _check_params_against("make_cube", data["params"], "data.params", errors)
     if source == "generated" and isinstance(data.get("path"), str) and _is_url(data["path"]):
@@ -435,7 +506,41 @@ def _check_data(raw, errors):
         ):
             if key in data["params"]:
                 errors.append(f"data.params.{key}: not allowed here; set {instead} instead")
+        _check_generator_params(data, errors)
     return data
+
+
+#: The generator of each ``generated`` kind, and its arguments the pipeline sets itself.
+_GENERATORS = {"curved": "make_curved_manifold", "helix": "make_helix"}
+_GENERATOR_OWN = ("n_samples", "n_features", "random_state", "return_latent", "return_t")
+
+
+def _check_generator_params(data, errors):
+    """``data.params`` of the ``generated`` source: names the generator takes, and values it
+    accepts (a call on two samples, cheap, instead of a traceback once the run has started)."""
+    kind, params = data.get("kind"), data.get("params")
+    if kind not in _GENERATORS or not isinstance(params, dict):
+        return
+    name = _GENERATORS[kind]
+    func = getattr(datasets, name)
+    allowed = sorted(p for p in inspect.signature(func).parameters if p not in _GENERATOR_OWN)
+    unknown = [key for key in params if key not in allowed and key not in _GENERATOR_OWN]
+    for key in unknown:
+        errors.append(
+            f"data.params.{key}: unknown parameter of the {kind!r} generator ({name})"
+            f"{_suggest(key, allowed)}; expected one of {', '.join(allowed)}"
+        )
+    if unknown or any(key in _GENERATOR_OWN for key in params):
+        return
+    if not is_int(data.get("n_features")) or not is_int(data.get("n_samples")):
+        return  # reported by their own fields
+    try:
+        func(2, n_features=data["n_features"], random_state=0, **params)
+    except (TypeError, ValueError) as exc:
+        errors.append(
+            f"data: the {kind!r} generator ({name}) refuses n_features={data['n_features']}"
+            f"{''.join(f', {k}={v!r}' for k, v in params.items())}: {exc}"
+        )
 
 
 def _check_params_against(func_name, params, where, errors):
@@ -513,7 +618,11 @@ def validate_pipeline(raw, where="pipeline"):
         config[section] = _check_section(raw.get(section), fields_, section, errors)
     model = config.get("model", {})
     source = config["data"].get("source")
-    if config["preprocess"].get("test_fraction") and source in ("xarray", "make_cube"):
+    if config["preprocess"].get("test_fraction") and source in (
+        "xarray",
+        "make_cube",
+        *_FILE_CUBES,
+    ):
         errors.append(
             f"preprocess.test_fraction: expected 0 for a cube (data.source {source!r});"
             " held-out samples are supported for tables"
@@ -536,18 +645,21 @@ def load_pipeline(path):
     Raises
     ------
     PipelineError
-        For a missing file, invalid YAML or an invalid configuration.
+        For a missing file, invalid YAML, a key given twice in one mapping
+        (``p.yaml: duplicate key 'degree' on line 9 (first on line 7); ...``) or an invalid
+        configuration.
     """
     import yaml
 
     path = os.fspath(path)
     try:
-        with open(path) as f:
-            raw = yaml.safe_load(f)
+        raw = read_yaml_file(path)
     except FileNotFoundError:
         raise PipelineError(f"pipeline file {path!r} does not exist") from None
     except IsADirectoryError:
         raise PipelineError(f"pipeline file {path!r} is a folder") from None
+    except DuplicateKeyError as exc:
+        raise PipelineError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise PipelineError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
     return validate_pipeline(raw, where=path)
@@ -600,13 +712,103 @@ def _read_marker(stage_dir):
 
 
 def _write_json_atomic(path, obj):
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, default=str)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_json_atomic(path, obj, default=str)
+
+
+# ---------------------------------------------------------------------------------------------
+# the run folder: whose it is, and who is using it
+# ---------------------------------------------------------------------------------------------
+
+
+def _now():
+    return datetime.datetime.now().isoformat(timespec="seconds")
+
+
+def _read_run_record(root):
+    """The run folder's record (:data:`RUN_RECORD`): None if absent; PipelineError if it is
+    not one the library wrote (the folder is then not used)."""
+    path = os.path.join(root, RUN_RECORD)
+    if not os.path.lexists(path):
+        return None
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError) as exc:
+        record = exc
+    if (
+        not isinstance(record, dict)
+        or record.get("format") != "ppa-dask-run"
+        or not isinstance(record.get("stages"), list)
+    ):
+        raise PipelineError(
+            f"output {root!r}: {RUN_RECORD} is not a ppa-dask run record; the folder is not "
+            "used (name another output folder)"
+        )
+    return record
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _acquire_lock(path):
+    """Create the lock file ``path`` (O_CREAT | O_EXCL: one run wins) holding this process's pid,
+    host and start time; returns a note (str) when a stale lock (its process is dead, on this
+    host) was taken over, else None. Raises PipelineError when another live run holds it."""
+    host = socket.gethostname()
+    note = None
+    for _ in range(3):  # a stale lock taken over, then created again
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"pid": os.getpid(), "host": host, "started": _now()}, f)
+                f.write("\n")
+            return note
+        try:
+            with open(path) as f:
+                owner = json.load(f)
+            pid, owner_host = int(owner["pid"]), str(owner["host"])
+        except FileNotFoundError:
+            continue  # released meanwhile: try again
+        except (OSError, ValueError, KeyError, TypeError):
+            raise PipelineError(
+                f"the run folder is locked by {path} whose content is unreadable; if no "
+                "ppa-dask run uses this folder, remove that file"
+            ) from None
+        if owner_host == host and pid != os.getpid() and not _pid_alive(pid):
+            note = (
+                f"took over the lock {path} of process {pid} on {host} (started "
+                f"{owner.get('started', '?')}), which is no longer running"
+            )
+            remove_path(path)
+            continue
+        raise PipelineError(
+            f"the run folder is in use by another ppa-dask run: lock file {path} is held by "
+            f"pid {pid} on host {owner_host} (started {owner.get('started', '?')}); wait for "
+            "it to finish, or remove the lock file if that run is gone"
+        )
+    raise PipelineError(f"could not take the lock file {path} (it keeps reappearing)")
+
+
+def _release_lock(path):
+    """Remove the lock file if this process still holds it (never another run's)."""
+    try:
+        with open(path) as f:
+            owner = json.load(f)
+    except (OSError, ValueError):
+        return
+    ours = isinstance(owner, dict) and owner.get("pid") == os.getpid()
+    if ours and owner.get("host") == socket.gethostname():
+        remove_path(path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -706,6 +908,7 @@ class Run:
         self.times = {}
         self.skipped = []
         self.log = None
+        self.record = None  # the run folder's record (RUN_RECORD), once claimed
 
     def dir(self, stage):
         return os.path.join(self.root, STAGE_DIRS[stage])
@@ -716,22 +919,96 @@ class Run:
     # -- orchestration ---------------------------------------------------------------------
 
     def execute(self):
-        if os.path.lexists(self.root) and not os.path.isdir(self.root):
-            raise PipelineError(f"output {self.root!r} exists and is not a folder")
-        os.makedirs(self.root, exist_ok=True)
-        self.log = Reporter(self.stream, os.path.join(self.root, "pipeline.log"), self.clock)
-        t_start = time.perf_counter()
-        self.log(f"pipeline {self.config['name']!r}: run folder {self.root}")
-        _write_yaml(os.path.join(self.root, "pipeline.yaml"), self.config)
-        for stage in STAGES:
-            self._stage(stage)
-        self._summary()
-        self.log(
-            f"pipeline {self.config['name']!r}: done in "
-            f"{time.perf_counter() - t_start:.1f} s "
-            f"({len(self.skipped)} of {len(STAGES)} stages already complete)"
-        )
+        note = self._claim_folder()
+        try:
+            self.log = Reporter(self.stream, os.path.join(self.root, "pipeline.log"), self.clock)
+            t_start = time.perf_counter()
+            self.log(f"pipeline {self.config['name']!r}: run folder {self.root}")
+            if note:
+                self.log(f"  note: {note}")
+            _write_yaml(os.path.join(self.root, "pipeline.yaml"), self.config)
+            for stage in STAGES:
+                self._stage(stage)
+            self._summary()
+            self.log(
+                f"pipeline {self.config['name']!r}: done in "
+                f"{time.perf_counter() - t_start:.1f} s "
+                f"({len(self.skipped)} of {len(STAGES)} stages already complete)"
+            )
+        finally:
+            _release_lock(os.path.join(self.root, RUN_LOCK))
         return self.root
+
+    def check_folder(self):
+        """Refuse an output that cannot become this run's folder, before any work starts (a
+        file, or a folder that is not empty and holds no run record of the library's).
+        :meth:`execute` checks again, under the folder's lock."""
+        root = self.root
+        if os.path.lexists(root) and not os.path.isdir(root):
+            raise PipelineError(f"output {root!r} exists and is not a folder")
+        if (
+            os.path.isdir(root)
+            and set(os.listdir(root)) - {RUN_LOCK}
+            and _read_run_record(root) is None
+        ):
+            raise self._not_a_run_folder()
+
+    def _not_a_run_folder(self):
+        return PipelineError(
+            f"output {self.root!r} is a folder that is not empty and not a ppa-dask run folder "
+            f"(it has no {RUN_RECORD}); nothing was written: name a new or empty folder"
+        )
+
+    def _claim_folder(self):
+        """Make sure the run folder is ours and take its lock, before anything is written:
+        a new or empty folder becomes a run folder; a non-empty folder without the library's
+        record is refused, and so is a folder another live run holds. Returns the stale-lock
+        note or None."""
+        root = self.root
+        self.check_folder()
+        os.makedirs(root, exist_ok=True)
+        lock = os.path.join(root, RUN_LOCK)
+        note = _acquire_lock(lock)
+        try:
+            record = _read_run_record(root)  # again, now that no other run can write it
+            if record is None:
+                if set(os.listdir(root)) - {RUN_LOCK}:
+                    raise self._not_a_run_folder()
+                record = {
+                    "format": "ppa-dask-run",
+                    "version": FORMAT_VERSION,
+                    "ppa_dask": VERSION,
+                    "pipeline": self.config["name"],
+                    "created": _now(),
+                    "stages": [],
+                }
+            foreign = [
+                name
+                for name in STAGE_DIRS.values()
+                if os.path.lexists(os.path.join(root, name)) and name not in record["stages"]
+            ]
+            if foreign:
+                raise PipelineError(
+                    f"output {root!r}: {', '.join(foreign)} was not written by ppa-dask (the "
+                    f"folder's {RUN_RECORD} does not list it); nothing was removed: move it away"
+                )
+            record.update(spec_sha256=_sha256(self.config), last_run=_now())
+            self.record = record
+            self._write_record()
+        except BaseException:
+            _release_lock(lock)
+            raise
+        return note
+
+    def _write_record(self):
+        _write_json_atomic(os.path.join(self.root, RUN_RECORD), self.record)
+
+    def _own(self, stage):
+        """Record the stage folder as the library's before creating it."""
+        name = STAGE_DIRS[stage]
+        if name not in self.record["stages"]:
+            self.record["stages"].append(name)
+            self._write_record()
 
     def _stage_key(self, stage, external):
         config = {name: self.config.get(name) for name in STAGE_CONFIG[stage]}
@@ -792,9 +1069,13 @@ class Run:
         )
         self.log(f"stage {stage}: started ({why})")
         # a stale or partial folder is removed first: nothing left from an interrupted run
-        # can be mistaken for an output
+        # can be mistaken for an output. Only a stage folder the run record lists (the library
+        # made it) is ever removed; _claim_folder refused the run otherwise.
         if os.path.lexists(stage_dir):
-            shutil.rmtree(stage_dir)
+            if STAGE_DIRS[stage] not in self.record["stages"]:
+                raise PipelineError(f"{stage_dir!r} was not written by ppa-dask; not removed")
+            remove_path(stage_dir)
+        self._own(stage)
         os.makedirs(stage_dir)
         t0 = time.perf_counter()
         outputs, info = runner()
@@ -825,6 +1106,9 @@ class Run:
             return {"path": data["path"], "fingerprint": fingerprint(data["path"])}
         if data["source"] == "dataset":
             return {"dataset": data["name"], "ppa_dask": VERSION}
+        if data["source"] in _FILE_CUBES + _FILE_TABLES:
+            files = store.formats.expand_paths(data["path"])
+            return {"files": files, "fingerprint": _sha256([fingerprint(f) for f in files])}
         return {}
 
     def _summary(self):
@@ -854,6 +1138,17 @@ class Run:
         if info.get("layout") == "cube":
             if data["source"] == "xarray":
                 cube = _open_source_cube(data["path"], data["variable"])
+            elif data["source"] in _FILE_CUBES:
+                cube = store.open_cube(
+                    data["path"],
+                    data.get("variable"),
+                    info["feature_dim"],
+                    concat_dim=data.get("concat_dim", "time"),
+                )
+                # chunks of whole rows of tiles (the last sample dimension whole), so the
+                # stacked rows, and the cubes written from them, have regular chunks
+                last = [d for d in cube.dims if d != info["feature_dim"]][-1]
+                cube = cube.chunk({last: -1})
             else:
                 cube = _open_cube(self.path("load", "data.zarr"), data["variable"])
             return "cube", cube, info["feature_dim"]
@@ -902,6 +1197,8 @@ class Run:
                 "shape": list(X.shape),
                 "feature_names": None,
             }
+        if source in _FILE_CUBES + _FILE_TABLES:
+            return self._load_file(data, out)
         if source == "xarray":
             cube = _open_source_cube(data["path"], data["variable"])
             dim = data["feature_dim"]
@@ -976,6 +1273,12 @@ class Run:
             "params": data["params"],
         }
         why = _why_not_reusable(path, expected, (n, d), rows)
+        if why is not None and (why == _FOREIGN or why.startswith("unreadable")):
+            # only a data set the generator wrote is ever replaced
+            raise PipelineError(
+                f"data.path: {path!r} exists and holds no data set written by ppa-dask's "
+                f"generator ({why}); it is not replaced: name a new path"
+            )
         if why is None:
             self.log(f"  data: reusing {path} (same parameters)")
         else:
@@ -1004,6 +1307,42 @@ class Run:
             "path": path,
             "reused": why is None,
         }
+
+    def _load_file(self, data, out):
+        """NetCDF / GeoTIFF cubes read in place; Parquet / CSV tables (the selected numeric
+        columns, named) copied chunk by chunk to ``data.zarr`` (ppa_dask.store.formats)."""
+        source = data["source"]
+        try:
+            if source in _FILE_CUBES:
+                dim = data.get("feature_dim", store.formats.BAND_DIM)
+                cube = store.open_cube(
+                    data["path"],
+                    data.get("variable"),
+                    dim,
+                    concat_dim=data.get("concat_dim", "time"),
+                )
+            else:
+                X, names = store.table_array(store.open_table(data["path"], data["columns"]))
+        except ValueError as exc:
+            raise PipelineError(f"data.path: {exc}") from None
+        if source in _FILE_CUBES:
+            self.log(f"  data: {source} cube {dict(cube.sizes)} at {data['path']} (read in place)")
+            _write_json_atomic(
+                self.path("load", "source.json"),
+                {"path": data["path"], "variable": cube.name, "sizes": dict(cube.sizes)},
+            )
+            return ["source.json"], {
+                "layout": "cube",
+                "feature_dim": dim,
+                "sizes": dict(cube.sizes),
+            }
+        rows = max(min(data["chunk_rows"], X.shape[0]), 1)
+        _write_table(X.rechunk((rows, -1)), out, attrs={"feature_names": names})
+        self.log(
+            f"  data: {source} table {X.shape[0]:,} x {X.shape[1]} ({', '.join(names)}) "
+            f"from {data['path']}, written to {out}"
+        )
+        return ["data.zarr"], {"layout": "table", "shape": list(X.shape), "feature_names": names}
 
     def _run_preprocess(self):
         layout, data, extra = self._loaded()
@@ -1370,6 +1709,10 @@ class Run:
         return outputs, {"files": outputs}
 
 
+#: Why a Zarr array at ``data.path`` is not reused: it was not written by the generator.
+_FOREIGN = "not written by ppa_dask.datasets.write_zarr"
+
+
 def _why_not_reusable(path, expected, shape, chunk_rows):
     """Why the generated Zarr array at ``path`` cannot be reused (a string), or None if it
     can: its ``ppa_dask.datasets`` record (``datasets.write_zarr``'s attributes) must match
@@ -1382,8 +1725,10 @@ def _why_not_reusable(path, expected, shape, chunk_rows):
         z = zarr.open_array(path, mode="r")
         record = dict(z.attrs.get("ppa_dask.datasets") or {})
         stored_shape, stored_rows = tuple(z.shape), int(z.chunks[0])
-    except Exception as exc:  # not a readable Zarr array: write_zarr decides what to do
+    except Exception as exc:  # not a readable Zarr array: never replaced (not ours)
         return f"unreadable ({type(exc).__name__})"
+    if not record:
+        return _FOREIGN
     for key, value in expected.items():
         if key == "params":
             stored = record.get("params") or {}
@@ -1507,10 +1852,7 @@ def _versions():
 def _write_yaml(path, config):
     import yaml
 
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        yaml.safe_dump(config, f, sort_keys=False)
-    os.replace(tmp, path)
+    write_text_atomic(path, yaml.safe_dump(config, sort_keys=False))
 
 
 def run_pipeline(config, output=None, stream=None, force=False):

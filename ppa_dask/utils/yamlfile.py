@@ -1,0 +1,84 @@
+"""Strict YAML for configuration files: a key written twice in one mapping is an error.
+
+PyYAML's ``safe_load`` keeps the last of two equal keys without a word, so a pipeline file that
+sets ``degree`` twice runs with whichever came last. :class:`StrictLoader` is ``yaml.SafeLoader``
+(plain data only: nothing a file names is imported or run) that refuses a duplicate key instead,
+naming the file, the key and both lines. Keys brought in by a merge (``<<: *defaults``) may be
+overridden, as YAML intends.
+"""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+
+__all__ = ["DuplicateKeyError", "StrictLoader", "load_yaml", "read_yaml_file"]
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class DuplicateKeyError(yaml.YAMLError, ValueError):
+    """A mapping of a YAML document holds the same key twice (the message names file, key, lines)."""
+
+
+class StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that raises :class:`DuplicateKeyError` for a key given twice."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            first = {}
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE_TAG:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    seen = first.get(key)
+                except TypeError:  # an unhashable key: SafeLoader reports it itself
+                    continue
+                mark = key_node.start_mark
+                if seen is not None:
+                    raise DuplicateKeyError(
+                        f"{_name(mark)}: duplicate key {key!r} on line {mark.line + 1} (first on "
+                        f"line {seen}); a key may appear only once in a mapping"
+                    )
+                first[key] = mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def _name(mark):
+    # the stream's name: the file's path when read from an open file, "<unicode string>" else
+    name = getattr(mark, "name", None)
+    return name if name and not name.startswith("<") else "YAML document"
+
+
+def load_yaml(stream):
+    """Parse one YAML document (a string or an open file) with :class:`StrictLoader`.
+
+    Examples
+    --------
+    >>> load_yaml("a: 1\\nb: [2, 3]\\n")
+    {'a': 1, 'b': [2, 3]}
+    >>> load_yaml("a: 1\\nb: 2\\na: 3\\n")
+    Traceback (most recent call last):
+    ...
+    ppa_dask.utils.yamlfile.DuplicateKeyError: YAML document: duplicate key 'a' on line 3 ...
+    """
+    return yaml.load(stream, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def read_yaml_file(path):
+    """Parse the YAML file at ``path`` strictly (see :func:`load_yaml`); errors name the file.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "c.yaml")
+    >>> _ = open(p, "w").write("model:\\n  degree: 2\\n  degree: 3\\n")
+    >>> read_yaml_file(p)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ppa_dask.utils.yamlfile.DuplicateKeyError: .../c.yaml: duplicate key 'degree' on line 3 ...
+    """
+    with open(os.fspath(path)) as f:
+        return load_yaml(f)
