@@ -12,6 +12,7 @@ import textwrap
 import time
 
 import numpy as np
+import pytest
 import zarr
 
 from ppa_dask import PPA, store
@@ -29,13 +30,17 @@ def _table(path, X, rows=100):
     return str(path)
 
 
-def test_failed_transform_leaves_no_temporary(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "where", [["--scheduler", "threads"], ["--workers", "2"]], ids=["threads", "processes"]
+)
+def test_failed_transform_leaves_no_temporary(tmp_path, capsys, where):
+    # (before the fix both left a .out.zarr.tmp-* folder beside the output)
     X = np.random.default_rng(0).normal(size=(3000, 3))
     model = str(tmp_path / "m.zarr")
     store.save_model(PPA(degree=2).fit(X), model)
     X[2900, 1] = np.nan  # in the last of 30 chunks: the others are being written meanwhile
     data = _table(tmp_path / "nan.zarr", X)
-    code = main(["transform", model, data, str(tmp_path / "out.zarr"), "--scheduler", "threads"])
+    code = main(["transform", model, data, str(tmp_path / "out.zarr"), *where])
     assert code == 2 and "NaN" in capsys.readouterr().err
     assert _temporaries(tmp_path, "out.zarr") == [] and not os.path.exists(tmp_path / "out.zarr")
 
