@@ -5,13 +5,13 @@ rendered in headless Chromium)."""
 import html
 import json
 import re
-import shutil
 import subprocess
 import urllib.request
 from html.parser import HTMLParser
 
 import numpy as np
 import pytest
+from browser import FLAGS, SKIP_REASON, find_browser
 from sklearn.tree import DecisionTreeRegressor
 
 from ppa_dask import PPA
@@ -22,16 +22,6 @@ from ppa_dask.utils.events import FIT_TOPIC, step_record
 
 #: Bound of every HTTP request and browser run (a hung server or browser fails the test).
 TIMEOUT_S = 60
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture
@@ -152,10 +142,10 @@ def test_fits_page_over_http_and_in_chromium(client, tmp_path):
     fits = json.loads(_get(link + "/fits.json"))
     assert [s["degree"] for s in fits[0]["steps"]] == [int(g) for g in model.degrees_]
 
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    chromium = find_browser()
     if chromium is None:
-        pytest.skip("no chromium binary on PATH: the page cannot be rendered in a browser")
-    flags = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+        pytest.skip(SKIP_REASON)
+    flags = [chromium, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
     shot = tmp_path / "page.png"
     subprocess.run(
         [*flags, f"--screenshot={shot}", "--window-size=1200,800", link],

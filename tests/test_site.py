@@ -16,13 +16,13 @@ import importlib.util
 import inspect
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from browser import FLAGS, SKIP_REASON, find_browser
 from PIL import Image
 
 import ppa_dask
@@ -30,20 +30,8 @@ import ppa_dask
 ROOT = Path(__file__).resolve().parents[1]
 # the built site: CI's, or another folder named by PPA_DASK_SITE
 BUILT = Path(os.environ.get("PPA_DASK_SITE", ROOT / "docs" / "_build" / "html"))
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-# a closed network: no background connections, no first-run pages (see the machine notes)
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--allow-file-access-from-files",
-)
+# beside the shared flags: pages opened from files, screenshots without scrollbars
+PAGE_FLAGS = ("--hide-scrollbars", "--allow-file-access-from-files")
 # a script run in the page after load: it writes the facts into the DOM, which --dump-dom prints
 PROBE = """
 <script>
@@ -56,14 +44,6 @@ window.addEventListener('load', () => {
 });
 </script>
 """
-
-
-def _browser():
-    for name in BROWSERS:
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
 
 
 def _site_is_current(site):
@@ -88,9 +68,9 @@ def site(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    path = _browser()
+    path = find_browser()
     if path is None:
-        pytest.skip("no Chromium or Chrome binary on PATH (Debian: apt-get install chromium)")
+        pytest.skip(SKIP_REASON)
     return path
 
 
@@ -100,7 +80,13 @@ def _render(browser, page, tmp_path, name):
     probed.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"))
     try:
         profile = tmp_path / f"profile-{name}"
-        common = [browser, *FLAGS, f"--user-data-dir={profile}", "--window-size=1280,1000"]
+        common = [
+            browser,
+            *FLAGS,
+            *PAGE_FLAGS,
+            f"--user-data-dir={profile}",
+            "--window-size=1280,1000",
+        ]
         shot = tmp_path / f"{name}.png"
         subprocess.run(
             [*common, f"--screenshot={shot}", probed.as_uri()],
