@@ -387,6 +387,36 @@ def test_cli_geotiff_fit_transform_inverse(tif, tmp_path, capsys):
     assert "already exists" in err
 
 
+def test_cli_geotiff_to_zarr_with_irregular_chunks(tif, tmp_path, capsys):
+    # the 16 x 16 tiles give the components irregular Dask chunks, which Zarr cannot hold as
+    # they are: write_dataset evens them out (lazily) instead of failing
+    path, memory, _ = tif
+    cube = store.open_cube(path)
+    model = str(tmp_path / "m.zarr")
+    _ok(capsys, "fit", path, model, "--degree", "2", *THREADS)
+    irregular = store.load_model(model).transform(cube).chunks
+    assert any(len(set(c[:-1])) > 1 or c[-1] > c[0] for c in irregular), irregular
+    comps = str(tmp_path / "c.zarr")
+    _ok(capsys, "transform", model, path, comps, *THREADS)
+    ref = _model().fit(memory, feature_dim="band")
+    expected = ref.transform(memory)
+    back = store.open_dataset(comps)["components"]
+    assert back.dims == ("component", "y", "x")
+    assert np.allclose(back.values, expected.values, rtol=0, atol=TOL)
+    for name in ("y", "x"):
+        assert np.array_equal(back[name].values, cube[name].values), name
+    # regular Zarr chunks of the first Dask chunk size along each dimension
+    assert back.chunks == tuple(
+        (c[0],) * (sum(c) // c[0]) + ((sum(c) % c[0],) if sum(c) % c[0] else ()) for c in irregular
+    )
+    rec = str(tmp_path / "r.zarr")
+    _ok(capsys, "inverse", model, comps, rec, *THREADS)
+    rec_back = next(iter(store.open_dataset(rec).data_vars.values()))
+    assert rec_back.dims == ("band", "y", "x")
+    assert np.array_equal(rec_back["x"].values, cube["x"].values)
+    assert np.allclose(rec_back.values, ref.inverse_transform(expected).values, rtol=0, atol=TOL)
+
+
 def test_cli_netcdf_and_series(nc, series, tmp_path, capsys):
     path, ds = nc
     model = str(tmp_path / "m.zarr")
@@ -481,3 +511,117 @@ def test_pipeline_file_sources_are_checked_before_the_run(tmp_path, nc):
         PipelineError, match=r"data.columns: expected null \(every column\) or a non-empty list"
     ):
         validate_pipeline({"name": "x", "data": {"source": "csv", "path": nc[0], "columns": 3}})
+
+
+def _components_run(tmp_path, fmt, preprocess=None, **data):
+    """A pipeline writing its components as ``fmt``; returns (run folder, configuration)."""
+    config = validate_pipeline(
+        {
+            "name": "f",
+            "data": data,
+            "preprocess": preprocess or {},
+            "model": {"degree": 2},
+            "transform": {"format": fmt},
+            "evaluate": {"pca": False},
+            "plots": {"components": 2, "dpi": 30},
+        }
+    )
+    out = tmp_path / "run"
+    _rerun(config, out)
+    return out, config
+
+
+def _rerun(config, out):
+    log = io.StringIO()
+    run_pipeline(config, output=str(out), stream=log)
+    return log.getvalue()
+
+
+def test_pipeline_writes_geotiff_components_with_the_inputs_georeferencing(tif, tmp_path):
+    path, _, transform = tif
+    zarr_run, _ = _components_run(tmp_path / "z", "zarr", source="geotiff", path=path)
+    expected = store.open_dataset(str(zarr_run / "04-transform" / "components.zarr"))
+    expected = expected["components"].values
+    out, config = _components_run(tmp_path / "g", "same", source="geotiff", path=path)
+    stage = out / "04-transform"
+    assert sorted(os.listdir(stage)) == ["_complete.json", "components.tif"]
+    tif_path = str(stage / "components.tif")
+    with rasterio.open(tif_path) as src:
+        assert src.crs.to_string() == "EPSG:32633" and src.transform == transform
+        assert src.count == expected.shape[0]
+        assert src.descriptions == tuple(f"component {i + 1}" for i in range(src.count))
+        values = src.read()
+    assert np.allclose(values, expected, rtol=0, atol=TOL, equal_nan=True)
+    marker = json.loads((stage / "_complete.json").read_text())
+    assert list(marker["outputs"]) == ["components.tif"]
+    assert (out / "06-plots" / "components.png").exists()  # the plots read the GeoTIFF
+
+    # a rerun skips the stage and leaves the file alone; a rewritten file reruns it
+    stamp = os.stat(tif_path).st_mtime_ns
+    assert "stage transform: skipped" in _rerun(config, out)
+    assert os.stat(tif_path).st_mtime_ns == stamp
+    os.utime(tif_path, ns=(stamp + 10**9, stamp + 10**9))
+    assert "stage transform: started (outputs changed)" in _rerun(config, out)
+    with rasterio.open(tif_path) as src:
+        assert np.allclose(src.read(), expected, rtol=0, atol=TOL, equal_nan=True)
+
+
+def test_pipeline_writes_netcdf_components_with_the_inputs_coordinates_and_attributes(
+    nc, tmp_path
+):
+    path, ds = nc
+    source = {"source": "netcdf", "path": path, "variable": "refl", "feature_dim": "band"}
+    zarr_run, _ = _components_run(tmp_path / "z", "zarr", **source)
+    expected = store.open_dataset(str(zarr_run / "04-transform" / "components.zarr"))
+    expected = expected["components"]
+    out, _ = _components_run(tmp_path / "n", "netcdf", **source)
+    stage = out / "04-transform"
+    assert sorted(os.listdir(stage)) == ["_complete.json", "components.nc"]
+    back = xr.open_dataset(str(stage / "components.nc"), engine="h5netcdf")
+    comps = back["components"]
+    assert comps.dims == expected.dims
+    assert np.allclose(comps.values, expected.values, rtol=0, atol=TOL, equal_nan=True)
+    for name in ("time", "y", "x", "lat"):
+        assert np.array_equal(back[name].values, ds[name].values), name
+    assert back.attrs["title"] == "test scene" and back.attrs["institution"] == "here"
+    assert back.attrs["Conventions"] == "CF-1.8"
+    assert comps.attrs["long_name"] == "PPA coefficients of surface reflectance"
+    assert (out / "06-plots" / "components.png").exists()  # the plots read the NetCDF file
+    # units: min-max scaled features are dimensionless, and so are their coefficients;
+    # unscaled, the coefficients are lengths in the input's units (PPA preserves volume)
+    radiance = ds.copy(deep=True)
+    radiance["refl"].attrs = {"long_name": "radiance", "units": "W m-2 sr-1"}
+    other = str(tmp_path / "radiance.nc")
+    radiance.to_netcdf(other, engine="h5netcdf")
+    for scale, units in (("minmax", "1"), ("none", "W m-2 sr-1")):
+        run, _ = _components_run(
+            tmp_path / scale, "same", {"scale": scale}, **{**source, "path": other}
+        )
+        back = xr.open_dataset(str(run / "04-transform" / "components.nc"), engine="h5netcdf")
+        assert back["components"].attrs["units"] == units, scale
+
+
+@pytest.mark.parametrize(
+    "source, fmt, expected",
+    [
+        ("netcdf", "geotiff", "transform.format: 'geotiff' needs data.source 'geotiff'"),
+        ("csv", "geotiff", "transform.format: 'geotiff' needs data.source 'geotiff'"),
+        ("csv", "netcdf", "transform.format: 'netcdf' needs a cube"),
+        ("parquet", "same", "transform.format: 'same' writes the components in the input's"),
+    ],
+)
+def test_pipeline_component_format_must_fit_the_source(nc, tables, tmp_path, capsys, source,
+                                                       fmt, expected):  # fmt: skip
+    path = {"netcdf": nc[0], "csv": tables[1], "parquet": tables[0]}[source]
+    data = {"source": source, "path": path}
+    if source == "netcdf":
+        data["feature_dim"] = "band"
+    raw = {"name": "bad", "data": data, "transform": {"format": fmt}}
+    with pytest.raises(PipelineError, match=expected):
+        validate_pipeline(raw)
+    out = tmp_path / "run"
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(json.dumps({**raw, "output": str(out)}))  # JSON is YAML
+    err = _fails(capsys, "run", str(spec), *THREADS)
+    assert expected in err
+    assert not out.exists()  # refused before anything was written

@@ -26,7 +26,9 @@ A pipeline file (see ``pipelines/*.yaml``)::
       whiten: false
       extrapolation: linear
       residual_cache: auto
-    transform: {components: 3}   # components written (null: all)
+    transform:
+      components: 3              # components written (null: all)
+      format: zarr               # zarr | geotiff | netcdf | same (see below)
     evaluate: {pca: true}        # reconstruction MSE of PPA and PCA for k = 1..steps, on the
                                  # training samples and (test_fraction > 0) the held-out ones
     plots: {components: 3, max_points: 20000, dpi: 100}   # PNGs: components, error curves
@@ -52,6 +54,16 @@ Data sources (``data.source``):
 Cubes are fitted through the xarray adapter (``PPA().fit(cube, feature_dim=...)``): masked
 pixels are left out and come back NaN in the component images; tables are fitted on the valid
 (scaled) samples.
+
+The transform stage writes the components to ``04-transform/components.zarr`` (``format:
+zarr``, the default), or in the format of the input file: ``geotiff`` writes
+``components.tif`` (one band per component, the input's CRS and transform; ``data.source``
+must be ``geotiff``), ``netcdf`` writes ``components.nc`` (the input's coordinates and global
+attributes, CF ``long_name`` and ``units``: ``"1"`` after min-max scaling, else the input's;
+any cube source), and ``same`` is the input's own format (``geotiff`` / ``netcdf`` for those
+sources, ``zarr`` for ``zarr`` / ``xarray``). Any other combination is refused before the
+run starts, naming ``transform.format``. The file is one of the stage's fingerprinted
+outputs, like every other.
 
 Relative paths (``output``, ``data.path``, ``cluster``) are relative to the current directory.
 
@@ -371,6 +383,7 @@ _SECTIONS = {
     },
     "transform": {
         "components": _int_field(1, default=None, none=True),
+        "format": _choice_field(("zarr", "geotiff", "netcdf", "same"), default="zarr"),
     },
     "evaluate": {
         "pca": _bool_field(True),
@@ -567,6 +580,51 @@ def _check_params_against(func_name, params, where, errors):
             )
 
 
+#: The file the transform stage writes the components to, by ``transform.format``.
+_COMPONENT_FILES = {
+    "zarr": "components.zarr",
+    "geotiff": "components.tif",
+    "netcdf": "components.nc",
+}
+_CUBE_SOURCES = ("xarray", "make_cube", *_FILE_CUBES)
+#: ``transform.format: same``: the format of the input (Zarr sources are Zarr).
+_SAME_FORMAT = {"geotiff": "geotiff", "netcdf": "netcdf", "zarr": "zarr", "xarray": "zarr"}
+
+
+def _components_format(config):
+    """The format the transform stage writes the components in (``transform.format``, with
+    ``same`` resolved to the input's format): ``"zarr"``, ``"geotiff"`` or ``"netcdf"``."""
+    fmt = config["transform"].get("format", "zarr")
+    return _SAME_FORMAT[config["data"]["source"]] if fmt == "same" else fmt
+
+
+def _check_transform_format(config, errors):
+    """``transform.format`` against ``data.source``: a GeoTIFF needs the images (and the CRS
+    and transform) of a GeoTIFF source, a NetCDF file a cube, ``same`` a source with a format
+    the components can be written in."""
+    fmt = config["transform"].get("format")
+    source = config["data"].get("source")
+    if fmt is None or source is None:
+        return  # reported by their own fields
+    if fmt == "same" and source not in _SAME_FORMAT:
+        errors.append(
+            f"transform.format: 'same' writes the components in the input's format, and "
+            f"data.source {source!r} has none they can be written in (it works for "
+            f"{', '.join(map(repr, _SAME_FORMAT))}); choose 'zarr'"
+        )
+    elif fmt == "geotiff" and source != "geotiff":
+        errors.append(
+            f"transform.format: 'geotiff' needs data.source 'geotiff' (the component images "
+            f"take its CRS and transform), got data.source {source!r}; choose "
+            + ("'netcdf' or 'zarr'" if source in _CUBE_SOURCES else "'zarr'")
+        )
+    elif fmt == "netcdf" and source not in _CUBE_SOURCES:
+        errors.append(
+            f"transform.format: 'netcdf' needs a cube (data.source one of "
+            f"{', '.join(map(repr, _CUBE_SOURCES))}), got data.source {source!r}; choose 'zarr'"
+        )
+
+
 def validate_pipeline(raw, where="pipeline"):
     """Validate a pipeline configuration (a parsed YAML mapping) before anything runs.
 
@@ -627,6 +685,7 @@ def validate_pipeline(raw, where="pipeline"):
             f"preprocess.test_fraction: expected 0 for a cube (data.source {source!r});"
             " held-out samples are supported for tables"
         )
+    _check_transform_format(config, errors)
     if isinstance(model.get("degree"), list) and len(model["degree"]) == 1:
         model["degree"] = model["degree"][0]
     if errors:
@@ -880,6 +939,15 @@ def _write_cube(cube, path, name):
 
 def _open_cube(path, name):
     return store.open_dataset(path)[name]
+
+
+def _component_attrs(scale):
+    """CF attributes of the component images the pipeline writes as GeoTIFF / NetCDF: min-max
+    scaled features are dimensionless, so are their PPA coefficients (PPA preserves volume);
+    unscaled, they take the input's ``units`` (``write_cube``)."""
+    if scale == "minmax":
+        return {"units": "1", "comment": "PPA of the features min-max scaled to [0, 1]"}
+    return {}
 
 
 def _save_model(model, path):
@@ -1552,20 +1620,31 @@ class Run:
         model = self._model()
         k = self._n_out(model)
         meta = self._preprocess_info()
+        fmt = _components_format(self.config)
+        name = _COMPONENT_FILES[fmt]
+        target = self.path("transform", name)
         if meta.get("layout") == "cube":
             cube = _open_cube(self.path("preprocess", "cube.zarr"), "data")
             comp = model.transform(cube).isel(component=slice(0, k))
-            _write_cube(comp, self.path("transform", "components.zarr"), "components")
+            if fmt == "zarr":
+                _write_cube(comp, target, "components")
+            else:
+                # GeoTIFF / NetCDF: the CRS and transform, coordinates and attributes of the
+                # input file (ppa_dask.store.write_cube)
+                _, source, _ = self._loaded()
+                comp = comp.rename("components")
+                comp.attrs = _component_attrs(self.config["preprocess"]["scale"])
+                store.write_cube(comp, target, like=source, name="components")
             self.log(
-                f"  transform: {k} component images {dict(comp.sizes)} written "
+                f"  transform: {k} component images {dict(comp.sizes)} written to {name} "
                 "(masked samples NaN)"
             )
         else:
             X = self._samples()
             R = model.transform(X)[:, :k]
-            _write_table(R, self.path("transform", "components.zarr"), attrs={"components": k})
+            _write_table(R, target, attrs={"components": k})
             self.log(f"  transform: {X.shape[0]:,} x {k} components written")
-        return ["components.zarr"], {"components": int(k)}
+        return [name], {"components": int(k), "format": fmt}
 
     def _run_evaluate(self):
         model = self._model()
@@ -1669,9 +1748,14 @@ class Run:
         n_show = cfg["components"]
         meta = self._preprocess_info()
         if n_show:
-            comp_path = self.path("transform", "components.zarr")
+            fmt = _components_format(self.config)
+            comp_path = self.path("transform", _COMPONENT_FILES[fmt])
             if meta.get("layout") == "cube":
-                comp = _open_cube(comp_path, "components")
+                if fmt == "zarr":
+                    comp = _open_cube(comp_path, "components")
+                else:
+                    variable = "components" if fmt == "netcdf" else None
+                    comp = store.open_cube(comp_path, variable, "component")
                 extra = [d for d in comp.dims if d != "component"][:-2]
                 if extra:  # a time axis: the first time step
                     comp = comp.isel({d: 0 for d in extra})

@@ -171,8 +171,11 @@ def move_into_place(tmp, path, overwrite, replaceable, what):
 # -------------------------------------------------------------------------------------------
 
 
-def _regular_chunks(x):
-    """Dask chunks that Zarr can hold: per dimension equal chunks except a smaller last one."""
+def _regular_chunks(x, first=False):
+    """Dask chunks that Zarr can hold: per dimension equal chunks except a smaller last one.
+
+    Returns ``(target, regular)``: the chunk size per dimension (the largest chunk, or the
+    first with ``first=True``) and whether ``x.chunks`` already fit it."""
     target = []
     regular = True
     for c in x.chunks:
@@ -180,7 +183,7 @@ def _regular_chunks(x):
             raise ValueError(
                 "the array has unknown chunk sizes; call compute_chunk_sizes() before writing"
             )
-        size = max(c) if c else 1
+        size = (c[0] if first else max(c)) if c else 1
         if len(c) > 1 and (any(s != c[0] for s in c[:-1]) or c[-1] > c[0]):
             regular = False
         target.append(max(int(size), 1))
@@ -643,12 +646,24 @@ def write_dataset(obj, path, overwrite=False):
     """Write an xarray Dataset (or named DataArray) to a local Zarr v3 group, atomically.
 
     Dask-backed variables are computed chunk by chunk on the current scheduler, never gathered.
-    Like :func:`write_array`: written to a hidden temporary sibling, marked complete in the
-    group attributes (``attrs["ppa_dask"]["complete"]``) and renamed into place.
+    Zarr chunks are the Dask chunks; a variable whose Dask chunks are irregular (as
+    :meth:`ppa_dask.PPA.transform` makes them from a cube chunked along several dimensions) is
+    rechunked, lazily, to equal chunks of its first chunk size along each dimension. Like
+    :func:`write_array`: written to a hidden temporary sibling, marked complete in the group
+    attributes (``attrs["ppa_dask"]["complete"]``) and renamed into place.
 
     Returns
     -------
     path : str
+
+    Examples
+    --------
+    >>> import os, tempfile, dask.array as da, xarray as xr
+    >>> from ppa_dask.store import open_dataset, write_dataset
+    >>> a = xr.DataArray(da.ones((10, 4), chunks=((3, 3, 2, 2), 4)), dims=("y", "x"), name="a")
+    >>> p = write_dataset(a, os.path.join(tempfile.mkdtemp(), "d.zarr"))
+    >>> open_dataset(p)["a"].chunks
+    ((3, 3, 3, 1), (4,))
     """
     import xarray as xr
 
@@ -656,6 +671,7 @@ def write_dataset(obj, path, overwrite=False):
         obj = obj.to_dataset(name=obj.name if obj.name is not None else "data")
     if not isinstance(obj, xr.Dataset):
         raise TypeError(f"write_dataset needs an xarray Dataset or DataArray, got {type(obj)}")
+    obj = _zarr_regular(obj)
     if is_remote(path):
         raise ValueError(f"write_dataset writes local paths; got the URL {path!r}")
     if ATTRS_KEY in obj.attrs:
@@ -678,6 +694,33 @@ def write_dataset(obj, path, overwrite=False):
         raise
     remove_path(tmp)  # only its writer file is left
     return path
+
+
+def _zarr_regular(ds):
+    """``ds`` with every Dask-backed variable rechunked (lazily) to chunks Zarr can hold: equal
+    chunks of its first chunk size along each dimension, a smaller last one."""
+    changed = {}
+    for name, var in ds.variables.items():
+        if not is_dask(var.data):
+            continue
+        target, regular = _regular_chunks(var.data, first=True)
+        if regular:
+            continue
+        var = var.chunk(dict(zip(var.dims, target)))
+        # storage chunks recorded when it was read would no longer match its Dask chunks
+        var.encoding = {
+            k: v for k, v in var.encoding.items() if k not in ("chunks", "preferred_chunks")
+        }
+        changed[name] = var
+    if not changed:
+        return ds
+    ds = ds.copy()
+    for name, var in changed.items():
+        if name in ds.coords:
+            ds = ds.assign_coords({name: var})
+        else:
+            ds[name] = var
+    return ds
 
 
 def _is_dataset_dir(path):
