@@ -694,6 +694,11 @@ def _apply(args, stream, what):
     )
     _check_report(args)
     model = _load_model_file(args.model)
+    wanted = args.components if what == "transform" else None
+    if wanted is not None and wanted > model.n_components_:
+        raise CommandError(
+            f"--components {wanted}: MODEL '{args.model}' has {model.n_components_} components"
+        )
     progress = Reporter(stream)
     progress.say(f"ppa-dask {what} {args.input} with {args.model} -> {args.output}")
     cube_dim = _layout_dim(model)
@@ -710,11 +715,7 @@ def _apply(args, stream, what):
                 else:
                     X = found[0]
                 if what == "transform":
-                    k = (
-                        model.n_components_
-                        if args.components is None
-                        else min(args.components, model.n_components_)
-                    )
+                    k = model.n_components_ if args.components is None else args.components
                     out = model.transform(X)[:, :k]
                 else:
                     out = model.inverse_transform(X)
@@ -747,6 +748,8 @@ def _apply(args, stream, what):
                         out = out.isel(component=slice(0, args.components))
                 else:
                     out = model.inverse_transform(data)
+                    if getattr(out, "name", "") is None:  # an unnamed DataArray
+                        out = out.rename("reconstruction")
                 if store.formats.file_format(args.output) in store.formats.CUBE_FORMATS:
                     # GeoTIFF / NetCDF: georeferencing, coordinates and attributes of the input
                     store.write_cube(out, args.output, like=data, overwrite=args.overwrite)
