@@ -14,8 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
-from scipy.linalg.lapack import dpotrf as _potrf
-from scipy.linalg.lapack import dpotrs as _potrs
+from scipy.linalg.lapack import dposv as _posv
 
 from ppa_dask.ppa.kernels import (
     gram_from_sums,
@@ -62,17 +61,17 @@ def solve_normal_equations(S_vv, S_zv):
 
     Cholesky when ``S_vv`` is safely positive definite, otherwise the minimum-norm least-squares
     solution (a residual of zero variance makes ``S_vv`` singular; the fit then stays finite).
-    The LAPACK routines behind ``scipy.linalg.cho_factor`` / ``cho_solve`` are called directly:
-    the same arithmetic without their validation, which costs more than a small solve (a fit
-    with cross-validation makes ``2 x folds x degrees`` of them per step).
+    LAPACK's ``posv`` is called directly: the factorisation and solve of
+    ``scipy.linalg.cho_factor`` / ``cho_solve`` (``potrf`` then ``potrs``) in one call, without
+    their validation, which costs more than a small solve (a fit with cross-validation makes
+    ``folds x degrees`` of them per step).
     """
-    factor, info = _potrf(S_vv, lower=1, clean=0)
+    factor, W, info = _posv(S_vv, S_zv.T, lower=1)
     if info == 0:
-        diag = np.abs(factor.diagonal()).tolist()
-        if min(diag) > 1e-7 * max(diag):
-            W, info = _potrs(factor, S_zv.T, lower=1)
-            if info == 0:
-                return W.T
+        diag = [abs(x) for x in factor.diagonal().tolist()]
+        # a NaN fails the test (as with numpy's min and max): the sum is then NaN
+        if min(diag) > 1e-7 * max(diag) and sum(diag) == sum(diag):
+            return W.T
     return scipy.linalg.lstsq(S_vv, S_zv.T, check_finite=False)[0].T
 
 
@@ -127,15 +126,16 @@ def choose_degree(scores, candidates, residual_variance):
     scores that are rounding noise); ties go to the lowest degree, so the choice does not
     depend on summation order, hence not on chunking.
     """
-    scores = np.asarray(scores)
-    if not np.isfinite(scores).all():
+    # a handful of numbers: compared as Python floats (the same comparisons, no array calls)
+    values = np.asarray(scores).tolist()
+    if not all(map(math.isfinite, values)):
         # overflowing moments give NaN/inf scores; no degree can be chosen from them
         raise FloatingPointError(
             f"the cross-validation scores of degrees {list(candidates)} are not finite "
-            f"({scores.tolist()}): the residual's moments overflowed float64"
+            f"({values}): the residual's moments overflowed float64"
         )
-    tolerance = 1e-10 * max(residual_variance, 0.0)
-    return candidates[int(np.flatnonzero(scores <= scores.min() + tolerance)[0])]
+    threshold = min(values) + 1e-10 * max(residual_variance, 0.0)
+    return candidates[next(i for i, s in enumerate(values) if s <= threshold)]
 
 
 def fit_step(moments, e, next_basis, degree):
@@ -222,6 +222,7 @@ def linear_lookahead(C, e, next_basis, sample, total_variance, n_ahead):
     [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     """
     out = []
+    shift = None  # e (e . sample), in one buffer: the sample can be large (all rows up to 8192)
     for _ in range(int(n_ahead)):
         if next_basis.shape[1] == 0:
             break
@@ -229,7 +230,11 @@ def linear_lookahead(C, e, next_basis, sample, total_variance, n_ahead):
         ec = e[:, None]
         C = C - ec * Ce - Ce[:, None] * e + (ec * e) * (e @ Ce)
         C = (C + C.T) / 2
-        sample = sample - ec * (e @ sample)
+        if shift is None:
+            shift = np.multiply(ec, e @ sample)
+            sample = sample - shift  # a copy: the caller's sample is left as it was
+        else:
+            np.subtract(sample, np.multiply(ec, e @ sample, out=shift), out=sample)
         e, variance, next_basis = leading_direction(C, next_basis)
         offset, scale = basis_interval(e @ sample, total_variance)
         out.append(Prediction(e, variance, next_basis, offset, scale))

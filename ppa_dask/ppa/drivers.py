@@ -185,12 +185,18 @@ class Driver:
 
 class NumpyDriver(Driver):
     """In-memory driver: the kernels run on the whole array, which they walk in cache-sized
-    sub-blocks; the residual is one float64 array updated in place from pass to pass."""
+    sub-blocks; the residual is one float64 array updated in place from pass to pass.
 
-    def __init__(self, X, block_rows=kernels.SUB_BLOCK_ROWS):
+    Each pass runs under :func:`ppa_dask.utils.blas.one_blas_thread` unless ``limit_blas`` is
+    False: a caller that holds that limit for the whole fit (:meth:`ppa_dask.PPA.fit` does)
+    saves setting and restoring it at every pass, a cost that matters on small data.
+    """
+
+    def __init__(self, X, block_rows=kernels.SUB_BLOCK_ROWS, limit_blas=True):
         self.X = X
         self.n_samples, self.n_features = X.shape
         self.block_rows = int(block_rows)
+        self._blas = one_blas_thread if limit_blas else contextlib.nullcontext
         self._residual = None  # feature-major (f, n), made by the first step pass
         self._frame = ResidualFrame()  # the residual's coordinates (shrinks as steps are fitted)
         self._applied = 0  # number of fitted steps already applied to the residual
@@ -199,7 +205,7 @@ class NumpyDriver(Driver):
     def first_pass(self, sample_index):
         self.n_passes += 1
         rows = range(0, self.n_samples, self.block_rows)
-        with one_blas_thread():
+        with self._blas():
             parts = [
                 kernels.first_moments(
                     self.X[a : a + self.block_rows],
@@ -216,7 +222,7 @@ class NumpyDriver(Driver):
         else:
             source, center = self._residual, None
         frame, rotation = self._frame.plan(spec, not last, self.n_features)
-        with one_blas_thread():
+        with self._blas():
             residual, moments = kernels.pass_kernel(
                 source,
                 0,
@@ -246,7 +252,7 @@ class NumpyDriver(Driver):
         else:
             source, center, frame = self._residual, None, self._frame
             pending = steps[self._applied :]
-        with one_blas_thread():
+        with self._blas():
             moments = kernels.objective_pass_kernel(
                 source,
                 center,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import numbers
 import os
@@ -420,7 +421,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 expected=f"an int with 1 <= n_components < n_features = {n_features}",
             ),
         )
-        k = check_params(spec, self.get_params(deep=False))["n_components"]
+        # the checked parameters read directly (get_params introspects __init__'s signature,
+        # a cost next to a fit of a small data set)
+        k = check_params(spec, {name: getattr(self, name) for name in spec})["n_components"]
         n_steps = n_features - 1 if k is None else k
         max_degree = candidates[-1]
         if fixed and n_samples < max_degree + 1:
@@ -545,23 +548,27 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # exactly, and the model is scaled back (found from the first pass, so data of ordinary
         # magnitude pay nothing)
         seed = estimator_seed(self.random_state)  # drawn once, whichever data the fit reads
-        driver = self._driver_for(X)
-        try:
-            checked = _MagnitudeCheck(driver, lambda: _max_abs(X))
-            return self._fit_driver(checked, progress, seed, checked_params=checked_params)
-        except _Rescale as rescale:
-            exponent = rescale.exponent
-        finally:
-            driver.close()
-        driver = self._driver_for(_ldexp(X, -exponent))
-        try:
-            # the discarded first pass and the max-abs reduction were passes over the data too
-            checked = _MagnitudeCheck(driver, exponent=exponent)
-            return self._fit_driver(
-                checked, progress, seed, exponent, extra_passes=2, checked_params=checked_params
-            )
-        finally:
-            driver.close()
+        # in memory the whole fit (passes and the small algebra between them) runs on one BLAS
+        # thread, set once: per pass, setting and restoring it is a cost on small data
+        with contextlib.nullcontext() if is_dask(X) else one_blas_thread():
+            driver = self._driver_for(X)
+            try:
+                checked = _MagnitudeCheck(driver, lambda: _max_abs(X))
+                return self._fit_driver(checked, progress, seed, checked_params=checked_params)
+            except _Rescale as rescale:
+                exponent = rescale.exponent
+            finally:
+                driver.close()
+            driver = self._driver_for(_ldexp(X, -exponent))
+            try:
+                # the discarded first pass and the max-abs reduction were passes over the data
+                checked = _MagnitudeCheck(driver, exponent=exponent)
+                return self._fit_driver(
+                    checked, progress, seed, exponent, extra_passes=2,
+                    checked_params=checked_params,
+                )  # fmt: skip
+            finally:
+                driver.close()
 
     def _driver_for(self, X):
         if is_dask(X):
@@ -574,7 +581,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 block_rows=self.block_rows,
                 checkpoint_dir=checkpoint_dir,
             )
-        return NumpyDriver(X, block_rows=self.block_rows)
+        # fit() holds one BLAS thread for the whole in-memory fit
+        return NumpyDriver(X, block_rows=self.block_rows, limit_blas=False)
 
     def fit_with_driver(self, driver, progress=None):
         """Fit the model through ``driver``: the one fit path behind :meth:`fit`.
@@ -634,11 +642,14 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def _fit_steps(self, driver, candidates, fixed, n_steps, seed, n_folds, progress=None):
         """The sequence of steps: small algebra on the client between passes."""
         n_total = driver.n_samples
-        sample_index = np.sort(
-            np.random.default_rng([seed, n_total]).choice(
-                n_total, size=min(n_total, _RANGE_SAMPLE_ROWS), replace=False
+        if n_total <= _RANGE_SAMPLE_ROWS:
+            sample_index = np.arange(n_total)  # every row: what the sorted draw below gives
+        else:
+            sample_index = np.sort(
+                np.random.default_rng([seed, n_total]).choice(
+                    n_total, size=_RANGE_SAMPLE_ROWS, replace=False
+                )
             )
-        )
         first = driver.first_pass(sample_index)
         self._report_nonfinite(first["n_nan"], first["n_inf"])
         n, mean = first["n"], first["mean"]
@@ -729,7 +740,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             C = _algebra.next_covariance(C, e, U, S_vv, S_zv, n)
             residual.append(max(float(np.trace(C)), 0.0))
             basis = next_basis
-            _, sample = kernels.step_forward(sample, step)
+            kernels.step_forward(sample, step, out=sample)  # the fit's own copy: in place
             # the step's record for the dashboard page (only under a distributed Client)
             if publishing:
                 publish_step(

@@ -1,0 +1,83 @@
+"""The step algebra's shortcuts are exact: the same numbers, bit for bit, as the plain
+formulation through scipy's Cholesky (the fitted model must not change when the small algebra
+between passes is made cheaper)."""
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from ppa_dask.ppa import algebra, kernels
+
+
+def _solve_plain(S_vv, S_zv):
+    """``S_zv S_vv^{-1}`` by scipy.linalg.cho_factor / cho_solve, lstsq when not safely PD."""
+    try:
+        factor = scipy.linalg.cho_factor(S_vv, lower=True, check_finite=False)
+        diag = np.abs(np.diag(factor[0]))
+        if diag.min() > 1e-7 * diag.max():
+            return scipy.linalg.cho_solve(factor, S_zv.T, check_finite=False).T
+    except np.linalg.LinAlgError:
+        pass
+    return scipy.linalg.lstsq(S_vv, S_zv.T, check_finite=False)[0].T
+
+
+def _cv_scores_plain(moments, e, candidates):
+    """The cross-validation score of each degree, fold by fold (design.md 3.4)."""
+    vv, zz, counts = moments["vv"], moments["zz"], moments["n"]
+    zv = moments["yv"] - e[:, None] * np.einsum("i,fij->fj", e, moments["yv"])[:, None, :]
+    n_folds = vv.shape[0]
+    scores = []
+    for g in candidates:
+        size = g + 1
+        total = 0.0
+        for f in range(n_folds):
+            others = [j for j in range(n_folds) if j != f]
+            W = _solve_plain(
+                vv[others, :size, :size].sum(axis=0), zv[others, :, :size].sum(axis=0)
+            )
+            held_vv, held_zv = vv[f, :size, :size], zv[f, :, :size]
+            total += zz[f] - 2.0 * np.sum(W * held_zv) + np.sum((W @ held_vv) * W)
+        scores.append(total / counts.sum())
+    return np.array(scores)
+
+
+def _moments(rng, n_folds, d, degree, n):
+    Y = rng.normal(size=(d, n)) * rng.uniform(0.1, 10.0, size=(d, 1))
+    Y[0] = rng.uniform(-3, 3, size=n)
+    Y[1] += Y[0] ** 2  # a curved residual: the degrees' scores differ
+    e = np.zeros(d)
+    e[0] = 1.0
+    seed = int(rng.integers(2**31))
+    return kernels.step_moments(Y, 0, e, 0.0, 3.5, degree, seed=seed, n_folds=n_folds), e
+
+
+@pytest.mark.parametrize("n_folds", [2, 3, 5])
+def test_cv_scores_equal_the_fold_by_fold_scores_bit_for_bit(n_folds):
+    rng = np.random.default_rng(n_folds)
+    for trial in range(40):
+        d = int(rng.integers(2, 40))
+        degree = int(rng.integers(1, 6))
+        moments, e = _moments(rng, n_folds, d, degree, int(rng.integers(40, 600)))
+        if trial % 5 == 0:  # a singular Gram matrix: the least-squares fallback
+            vv = moments["vv"]
+            vv[:, -1], vv[:, :, -1] = vv[:, -2], vv[:, :, -2]
+        candidates = sorted({int(g) for g in rng.integers(1, degree + 1, size=3)})
+        expected = _cv_scores_plain(moments, e, candidates)
+        got = algebra.cv_scores(moments, e, candidates)
+        assert np.array_equal(got, expected), (trial, got - expected)
+
+
+def test_normal_equations_equal_scipys_cholesky_and_its_fallbacks_bit_for_bit():
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        s, d = int(rng.integers(2, 7)), int(rng.integers(1, 30))
+        A = rng.normal(size=(s, s))
+        S_vv = A @ A.T
+        S_zv = rng.normal(size=(d, s))
+        if trial % 4 == 1:
+            S_vv[:, -1], S_vv[-1] = S_vv[:, 0], S_vv[0]  # singular
+        elif trial % 4 == 2:
+            S_vv = -S_vv  # not positive definite: Cholesky fails
+        elif trial % 4 == 3:
+            S_vv[-1, -1] *= 1e-20  # ill conditioned: below the diagonal-ratio test
+        assert np.array_equal(algebra.solve_normal_equations(S_vv, S_zv), _solve_plain(S_vv, S_zv))
