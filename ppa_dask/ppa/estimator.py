@@ -904,7 +904,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if is_xarray(X):
             stacker = self._xarray_stacker()
             rows, samples = stacker.stack(X)
-            out = _map_valid_rows(rows, self, "transform", len(self.get_feature_names_out()))
+            n_out = len(self.get_feature_names_out())
+            out = map_valid_rows(rows, apply_method, (n_out,), (self, "transform", {}))
             return stacker.unstack_components(out, samples)
 
         X = as_dask_if_zarr(X)
@@ -944,7 +945,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if is_xarray(X):
             stacker = self._xarray_stacker()
             rows, samples = stacker.stack_components(X)
-            out = _map_valid_rows(rows, self, "inverse_transform", stacker.n_kept)
+            call = (self, "inverse_transform", {})
+            out = map_valid_rows(rows, apply_method, (stacker.n_kept,), call)
             return stacker.unstack_features(out, samples)
 
         X = as_dask_if_zarr(X)
@@ -1329,30 +1331,3 @@ def _transform_chunk(block, model, n_out, block_info=None):
 def _inverse_chunk(block, model, block_info=None):
     start = block_info[0]["array-location"][0][0] if block_info else 0
     return kernels.inverse_block(block, model, start)
-
-
-def _valid_rows(block, est, method, n_out):
-    """``est.<method>`` of the rows without NaN, NaN rows elsewhere (the kernels refuse NaN)."""
-    X = np.asarray(block)
-    valid = ~np.isnan(X).any(axis=1)
-    out = np.full((X.shape[0], n_out), np.nan)
-    if valid.all():
-        out[:] = getattr(est, method)(X)
-    elif valid.any():
-        out[valid] = getattr(est, method)(X[valid])
-    return out
-
-
-def _map_valid_rows(rows, est, method, n_out):
-    """:func:`_valid_rows` on a stacked xarray input: one task per row chunk for Dask."""
-    if is_dask(rows):
-        return rows.map_blocks(
-            _valid_rows,
-            est,
-            method,
-            n_out,
-            dtype=np.float64,
-            chunks=(rows.chunks[0], (n_out,)),
-            meta=np.empty((0, 0)),
-        )
-    return _valid_rows(rows, est, method, n_out)
