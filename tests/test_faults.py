@@ -32,18 +32,14 @@ from ppa_dask.store.encoding import encode_estimator
 from ppa_dask.store.members import MemberFileWarning
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with local_client(
-        n_workers=2, threads_per_worker=1, memory_limit="1GiB", dashboard_address=None
-    ) as client:
-        yield client
-
-
 @pytest.fixture
-def client(cluster):
-    cluster.wait_for_workers(2, timeout=120)  # a worker killed by an earlier test is replaced
-    yield cluster
+def client():
+    # a fresh cluster per test: a kill in one test never leaves the next one short of a worker
+    with local_client(
+        n_workers=2, threads_per_worker=1, memory_limit="2GiB", dashboard_address=None
+    ) as client:
+        client.wait_for_workers(2, timeout=120)
+        yield client
 
 
 def worker_pids(client):
@@ -59,19 +55,19 @@ def kill_a_worker(client):
     return pids[address]
 
 
-def assert_replaced(client, pid):
-    """The killed worker is gone and the nanny started another (bounded wait)."""
-    deadline = time.monotonic() + 120
+def assert_worker_gone(client, pid):
+    """The killed worker is gone from the cluster, which still has a worker (its nanny may be
+    starting another: that is not waited for, the computation finished without it)."""
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            client.wait_for_workers(2, timeout=5)
             pids = set(worker_pids(client).values())
         except Exception:  # noqa: BLE001 - the scheduler is still noticing the death
             pids = set()
-        if len(pids) == 2 and pid not in pids:
+        if pids and pid not in pids:
             return
         time.sleep(0.2)
-    raise AssertionError(f"worker {pid} was not replaced within 120 s")
+    raise AssertionError(f"worker {pid} is still listed, or no worker is left, after 60 s")
 
 
 def assert_same_estimator(a, b):
@@ -133,7 +129,7 @@ def test_ppa_fit_on_dask_survives_a_worker_killed_after_step_one(client, tmp_pat
     assert len(killed) == 1 and disturbed.n_components_ == 5
     assert disturbed.residual_cache_ == undisturbed.residual_cache_ == cache
     assert_same_estimator(disturbed, undisturbed)
-    assert_replaced(client, killed[0])
+    assert_worker_gone(client, killed[0])
     if cache == "checkpoint":
         assert os.listdir(params["checkpoint_dir"]) == []  # every checkpoint removed
 
@@ -171,7 +167,7 @@ def test_bagging_fan_out_survives_a_killed_worker(client, monkeypatch, kind):
         assert np.array_equal(disturbed.predict(X), undisturbed.predict(X))
     else:
         assert np.array_equal(disturbed.reconstruct(X), undisturbed.reconstruct(X))
-    assert_replaced(client, record["pid"])
+    assert_worker_gone(client, record["pid"])
 
 
 def test_fan_out_survives_losing_the_worker_the_shared_arrays_were_scattered_to(
@@ -196,7 +192,7 @@ def test_fan_out_survives_losing_the_worker_the_shared_arrays_were_scattered_to(
     disturbed = make().fit(X, y)
     assert len(killed) == 1
     assert np.array_equal(disturbed.predict(X), undisturbed.predict(X))
-    assert_replaced(client, killed[0])
+    assert_worker_gone(client, killed[0])
 
 
 def test_feature_instability_refit_fan_out_survives_a_killed_worker(client, monkeypatch):
@@ -214,7 +210,7 @@ def test_feature_instability_refit_fan_out_survives_a_killed_worker(client, monk
     assert np.array_equal(disturbed.terms, undisturbed.terms)
     assert np.array_equal(disturbed.indices, undisturbed.indices)
     assert disturbed.n_refits == undisturbed.n_refits > 0
-    assert_replaced(client, record["pid"])
+    assert_worker_gone(client, record["pid"])
 
 
 # ---------------------------------------------------------------------------------------------
