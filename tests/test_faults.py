@@ -13,14 +13,13 @@ pipeline run killed mid-fit in test_pipeline.py.
 
 import os
 import signal
-import subprocess
-import sys
 import time
 import warnings
 
 import dask.array as da
 import numpy as np
 import pytest
+from processes import kill_when_printed
 from sklearn.linear_model import Ridge
 
 from ppa_dask import datasets
@@ -258,26 +257,7 @@ def child_data():
 
 def test_member_files_of_a_killed_process_are_ignored_or_refitted(tmp_path):
     store, stop = str(tmp_path / "members"), 5
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, store, str(stop)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    seen = []
-    try:
-        for line in proc.stdout:
-            seen.append(line)
-            if line.strip() == "WRITING":
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
-        proc.stdout.close()
-    assert proc.returncode == -signal.SIGKILL, "".join(seen)
+    kill_when_printed(CHILD, [store, str(stop)], "WRITING")
     names = sorted(os.listdir(store))
     # the file being written was a hidden temporary sibling: never at a member's path
     complete = [f"member_{i:05d}.npz" for i in range(stop)]

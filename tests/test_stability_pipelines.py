@@ -5,12 +5,10 @@ import csv
 import importlib.util
 import json
 import os
-import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from processes import kill_when_printed
 
 PIPELINES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pipelines")
 
@@ -186,27 +184,8 @@ def test_generalization_gap_study_resumes_a_killed_process_without_recomputing(t
     whole, broken = str(tmp_path / "whole"), str(tmp_path / "broken")
     load("stability_generalization").main([*GAP_ARGS, "--output", whole])
     keep = 3
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     script = os.path.join(PIPELINES, "stability_generalization.py")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, script, str(keep), *GAP_ARGS, "--output", broken],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    seen = []
-    try:
-        for line in proc.stdout:
-            seen.append(line)
-            if line.strip() == "WAITING":
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
-        proc.stdout.close()
-    assert proc.returncode == -signal.SIGKILL, "".join(seen)
+    kill_when_printed(CHILD, [script, str(keep), *GAP_ARGS, "--output", broken], "WAITING")
     parts = os.path.join(broken, "parts")
     kept = sorted(f for f in os.listdir(parts) if f.endswith(".json"))
     assert len(kept) == keep and not os.path.exists(os.path.join(broken, "results.csv"))
