@@ -374,6 +374,21 @@ def _checkpointed_pass(
     return moments
 
 
+def _pass_on_result(result, *args, **kwargs):
+    """:func:`kernels.pass_kernel` on the residual of a persisted ``(residual, moments)``."""
+    return kernels.pass_kernel(result[0], *args, **kwargs)
+
+
+def _objective_on_result(result, *args, **kwargs):
+    """:func:`kernels.objective_pass_kernel` on a persisted ``(residual, moments)``."""
+    return kernels.objective_pass_kernel(result[0], *args, **kwargs)
+
+
+def _moments_of_results(results):
+    """The merged moments of a group of :func:`kernels.pass_kernel` results."""
+    return kernels.combine_step_moments([moments for _, moments in results])
+
+
 class DaskDriver(Driver):
     """Dask driver: kernels mapped over row chunks, moments tree-reduced.
 
@@ -532,7 +547,12 @@ class DaskDriver(Driver):
             (total,) = compute(moments)
             self._residual = targets if keep else None
         else:
-            chunk = dask.delayed(kernels.pass_kernel, pure=True, nout=2)
+            # one task per block returns its (residual, moments) pair, persisted as one key and
+            # read as such by the merge and the next pass: splitting the pair would take two
+            # more tasks per block, and on a small cluster the scheduler's time per task is
+            # taken from the workers' cores
+            kernel = kernels.pass_kernel if center is not None else _pass_on_result
+            chunk = dask.delayed(kernel, pure=True)
             outs = [
                 chunk(
                     block,
@@ -548,15 +568,16 @@ class DaskDriver(Driver):
                 for block, start, key in zip(blocks, self.starts, keys)
             ]
             moments = tree_reduce(
-                [o[1] for o in outs],
+                outs,
                 kernels.combine_step_moments,
                 self.split_every,
                 name=merge_name,
+                first=_moments_of_results,
             )
             if keep:
                 local = uses_local_scheduler()
                 with one_blas_thread() if local else contextlib.nullcontext():
-                    residual, moments = dask.persist([o[0] for o in outs], moments)
+                    residual, moments = dask.persist(outs, moments)
                 self._residual = residual
             else:
                 self._residual = None
@@ -575,10 +596,13 @@ class DaskDriver(Driver):
 
         self.n_passes += 1
         blocks, center, frame, pending = self._current(mean, steps)
+        kernel = kernels.objective_pass_kernel
         if self._residual is not None and self.residual_cache == "checkpoint":
             read = dask.delayed(_read_checkpoint, pure=False)
             blocks = [read(path) for path in blocks]
-        chunk = dask.delayed(kernels.objective_pass_kernel, pure=True)
+        elif self._residual is not None:
+            kernel = _objective_on_result
+        chunk = dask.delayed(kernel, pure=True)
         pending, direction = frame.steps_into(pending), frame.into(spec.direction)
         keys = task_keys(
             f"ppa-step-{len(steps) + 1:02d}-objective",
