@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
+from ppa_dask import PPA
 from ppa_dask.ppa import algebra, kernels
 
 
@@ -81,3 +82,30 @@ def test_normal_equations_equal_scipys_cholesky_and_its_fallbacks_bit_for_bit():
         elif trial % 4 == 3:
             S_vv[-1, -1] *= 1e-20  # ill conditioned: below the diagonal-ratio test
         assert np.array_equal(algebra.solve_normal_equations(S_vv, S_zv), _solve_plain(S_vv, S_zv))
+
+
+@pytest.mark.parametrize("with_steps", [False, True])
+def test_a_pass_reading_columns_in_place_equals_a_pass_on_their_copy_bit_for_bit(with_steps):
+    # the shared scans of an ensemble give each member its features without copying them
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 7))
+    X[:, 2] += X[:, 5] ** 2
+    columns = np.array([5, 2, 0, 6])
+    copy = np.ascontiguousarray(X[:, columns])
+    mean = copy.mean(axis=0)
+    direction = np.linalg.eigh(np.cov(copy.T))[1][:, -1]
+    steps = ()
+    if with_steps:  # a curved step fitted first, re-applied in the sweep
+        steps = PPA(degree=3, n_components=1, random_state=0).fit(copy).model_params().steps
+        assert steps[0].coef.shape[1] > 2  # curved
+    kwargs = dict(keep=True, ahead=((np.eye(4)[1], 0.1, 2.0),))
+    args = (100, mean, steps, direction, 0.0, 3.0, 3, 11, 3)
+    res_a, mom_a = kernels.pass_kernel(copy, *args, **kwargs)
+    res_b, mom_b = kernels.pass_kernel(X, *args, columns=columns, **kwargs)
+    assert np.array_equal(res_a, res_b)
+    assert mom_a.keys() == mom_b.keys() >= {"n", "vv", "yv", "zz", "tmin", "tmax", "ahead"}
+    for key in ("n", "vv", "yv", "zz", "tmin", "tmax"):
+        assert np.array_equal(mom_a[key], mom_b[key]), key
+        assert np.array_equal(mom_a["ahead"][0][key], mom_b["ahead"][0][key]), key
+    with pytest.raises(IndexError, match="columns must lie in 0 .. 6"):
+        kernels.pass_kernel(X, *args, columns=np.array([0, 7]), **kwargs)

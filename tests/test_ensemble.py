@@ -258,14 +258,18 @@ class TestSharedScans:
             )
         assert _READS["n"] == 6 * (1 + k)
 
-    def test_shared_scan_members_equal_in_memory_members(self):
-        X = curved_data(n=1200)
+    # members on every row read their features in place and take their first moments from the
+    # whole chunk's; members on some rows get copies: both must be the in-memory members
+    @pytest.mark.parametrize("max_samples", [0.8, None])
+    @pytest.mark.parametrize("dtype", [np.float64, np.float32])
+    def test_shared_scan_members_equal_in_memory_members(self, max_samples, dtype):
+        X = curved_data(n=1200).astype(dtype)
         params = dict(
             estimator=PPA(degree=(1, 2, 3, 4)),
             n_components=2,
             n_estimators=5,
             max_features=0.7,
-            max_samples=0.8,
+            max_samples=max_samples,
             random_state=2,
         )
         in_memory = FeatureBaggingPPA(**params).fit(X)
@@ -277,6 +281,23 @@ class TestSharedScans:
             assert np.allclose(a.leading_vectors_, b.leading_vectors_, atol=1e-10)
         assert np.allclose(in_memory.reconstruct(X), out_of_core.reconstruct(X), atol=1e-9)
         assert np.allclose(in_memory.feature_mean_, out_of_core.feature_mean_)
+
+    def test_a_nan_in_a_column_no_member_uses_changes_no_member(self):
+        # the whole chunk's first moments are not finite there: each member takes its own
+        X = curved_data(n=1000)
+        params = dict(n_components=1, n_estimators=3, max_features=2, random_state=4)
+        plan = FeatureBaggingPPA(**params).bag_plan(*X.shape).members()
+        unused = np.setdiff1d(np.arange(6), np.concatenate([m.features for m in plan]))
+        assert unused.size  # the seed leaves a column out
+        damaged = X.copy()
+        damaged[::7, unused[0]] = np.nan
+        with dask.config.set(scheduler="synchronous"):
+            clean = FeatureBaggingPPA(**params).fit(da.from_array(X, chunks=(300, 6)))
+            fitted = FeatureBaggingPPA(**params).fit(da.from_array(damaged, chunks=(300, 6)))
+        for a, b in zip(clean.estimators_, fitted.estimators_):
+            assert np.allclose(a.mean_, b.mean_, rtol=0, atol=1e-12)
+            assert np.allclose(a.leading_vectors_, b.leading_vectors_, rtol=0, atol=1e-12)
+            assert np.allclose(a.coefficients_[0], b.coefficients_[0], rtol=0, atol=1e-10)
 
     def test_chunking_does_not_change_the_ensemble(self):
         X = curved_data(n=1000)

@@ -370,6 +370,8 @@ def _fused_kernel(
     Y,
     source,
     center,
+    columns,
+    pick,
     out,
     out_offset,
     store,
@@ -389,6 +391,8 @@ def _fused_kernel(
 ):
     if source:  # a block of samples (n, d), centred and transposed here
         n, f = Y.shape
+        if pick:  # only these columns of it, in this order
+            f = columns.shape[0]
     else:
         f, n = Y.shape
     fz = Q.shape[1] if has_rotation else f  # rows of the residual the moments are taken on
@@ -429,7 +433,12 @@ def _fused_kernel(
     for a in range(0, n, CHUNK):
         b = min(n, a + CHUNK)
         L = b - a
-        if source:
+        if source and pick:
+            for r in range(L):
+                row = Y[a + r]
+                for i in range(f):
+                    Yu[i, r] = row[columns[i]] - center[i]
+        elif source:
             for r in range(L):  # rows read in order, the transpose written into L1
                 row = Y[a + r]
                 for i in range(f):
@@ -619,6 +628,7 @@ def centred_moments(X):
 
 _NO_OUTPUT = np.zeros((1, 1))
 _NO_CENTER = np.zeros(1)
+_NO_COLUMNS = np.zeros(1, dtype=np.int64)
 
 
 def fused_step_pass(
@@ -636,6 +646,7 @@ def fused_step_pass(
     rotation=None,
     center=None,
     ahead=None,
+    columns=None,
 ):
     """Apply fitted steps (or none) to a residual block and take the next step's raw moments.
 
@@ -645,6 +656,9 @@ def fused_step_pass(
         Feature-major residual block (float64, C-contiguous); read only, unless it is ``out``.
         With ``center`` (the mean, shape (f,)), a block of samples as rows instead: the
         residual is ``(Y - center)^T``.
+    columns : ndarray of int or None
+        With ``center``: the columns of ``Y`` the samples are made of, in order (the residual is
+        ``(Y[:, columns] - center)^T``, read in place: no copy of the selection is made).
     start : int
         Global index of the block's first row (for the fold hash).
     step : kernels.StepParams, sequence of them, or None
@@ -675,7 +689,11 @@ def fused_step_pass(
         ``ahead``, a list of such tuples: the step's, then one per direction ahead.
     """
     source = center is not None
-    f = Y.shape[1] if source else Y.shape[0]
+    pick = source and columns is not None
+    f = (len(columns) if pick else Y.shape[1]) if source else Y.shape[0]
+    columns = np.ascontiguousarray(columns, dtype=np.int64) if pick else _NO_COLUMNS
+    if pick and columns.size and not (columns.min() >= 0 and columns.max() < Y.shape[1]):
+        raise IndexError(f"columns must lie in 0 .. {Y.shape[1] - 1}")
     steps = () if step is None else (step,) if hasattr(step, "direction") else tuple(step)
     K = len(steps)
     widest = max([s.coef.shape[1] for s in steps], default=1)
@@ -703,6 +721,8 @@ def fused_step_pass(
         Y,
         source,
         center,
+        columns,
+        pick,
         out if store else _NO_OUTPUT,
         int(out_offset),
         store,

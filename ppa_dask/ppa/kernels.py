@@ -352,6 +352,7 @@ def pass_kernel(
     sub_block=SUB_BLOCK_ROWS,
     rotation=None,
     ahead=(),
+    columns=None,
 ):
     """One fused pass over a block: bring it to the current residual, then take step moments.
 
@@ -381,6 +382,9 @@ def pass_kernel(
     returned, a list of dicts like the step's own, as ``moments["ahead"]``. Their ``zz`` is
     already orthogonal to every earlier direction; their cross moments are not (the client
     projects them, :func:`ppa_dask.ppa.algebra.deflate_ahead`).
+
+    ``columns`` (with ``center``) makes the samples those columns of ``X``, in that order, read
+    where they are (the shared scans of many members give each one its features this way).
     """
     ahead = tuple(ahead)
     packed = None
@@ -392,8 +396,10 @@ def pass_kernel(
         )
     if center is not None:
         n, d = X.shape
+        d = d if columns is None else len(columns)
     else:
         d, n = X.shape
+        columns = None
     rows_out = d if rotation is None else rotation.shape[1]
     target = (degree, seed, n_folds)
     if X.dtype == np.float64 and X.flags.c_contiguous:
@@ -417,6 +423,7 @@ def pass_kernel(
             rotation=rotation,
             center=center,
             ahead=packed,
+            columns=columns,
         )
         return residual, _pass_moments(parts, degree, ahead)
     residual = np.empty((rows_out, n)) if keep else None
@@ -437,6 +444,7 @@ def pass_kernel(
             rotation=rotation,
             center=center,
             ahead=packed,
+            columns=columns,
         )
         part = [part] if packed is None else part
         if total is None:

@@ -142,16 +142,50 @@ def _count_chunk(start, stop, specs):
     return counts
 
 
+def _first_moments_of_columns(whole, block, features, sample_rows):
+    """A member's :func:`kernels.first_moments` on all rows of ``block`` and its ``features``,
+    taken from those of the whole block: the same sums of the same products (a count, a mean and
+    a scatter of the selected columns are those entries of the whole block's)."""
+    index = np.ix_(features, features)
+    return dict(
+        n=whole["n"],
+        sample=block[np.asarray(sample_rows, dtype=np.intp)][:, features],
+        n_nan=whole["n_nan"][features],
+        n_inf=whole["n_inf"][features],
+        mean=whole["mean"][features],
+        scatter=whole["scatter"][index],
+    )
+
+
 def _scan_chunk(block, start, work, block_rows, with_totals):
-    """One chunk, every member's request: ``{member: moments}`` (plus the chunk's column sums)."""
+    """One chunk, every member's request: ``{member: moments}`` (plus the chunk's column sums).
+
+    A member on every row of the chunk reads its features where they are: its first moments are
+    entries of the whole chunk's (one sweep for all such members), its step passes read the
+    chunk's columns in place (no copy of its selection). A member on some rows gets a copy of
+    its rows and features."""
     block = np.asarray(block)
     stop = start + block.shape[0]
     out = {}
+    whole = None
     with one_blas_thread():
         for member, (spec, member_start, kind, payload) in work.items():
             rows = _member_rows(spec, start, stop)
-            sub = block[:, spec.features] if rows is None else block[np.ix_(rows, spec.features)]
+            contiguous = rows is None and block.dtype == np.float64 and block.flags.c_contiguous
+            if kind == "first" and rows is None:
+                if whole is None:
+                    whole = kernels.first_moments(block)
+                if not (whole["n_nan"].any() or whole["n_inf"].any()):
+                    out[member] = _first_moments_of_columns(whole, block, spec.features, payload)
+                    continue
+            if kind == "step" and contiguous:
+                sub, columns = block, spec.features
+            elif rows is None:
+                sub, columns = block[:, spec.features], None
+            else:
+                sub, columns = block[np.ix_(rows, spec.features)], None
             if kind == "first":
+                # also where the chunk holds non-finite values: they are counted per member
                 out[member] = kernels.first_moments(sub, payload)
             elif kind == "step":
                 mean, steps, step = payload
@@ -169,6 +203,7 @@ def _scan_chunk(block, start, work, block_rows, with_totals):
                     keep=False,
                     sub_block=block_rows,
                     ahead=step.ahead,
+                    columns=columns,
                 )
             else:
                 mean, steps, step = payload
