@@ -133,7 +133,7 @@ class CountingReads:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("lookahead", ["auto", 2])
+@pytest.mark.parametrize("lookahead", [7, 2])
 @pytest.mark.parametrize("data", sorted(DATA))
 def test_same_model_and_degrees_with_fewer_passes(monkeypatch, data, lookahead):
     X = DATA[data]
@@ -149,20 +149,54 @@ def test_same_model_and_degrees_with_fewer_passes(monkeypatch, data, lookahead):
     degrees = reference.degrees_.tolist()
     counted = 1 + counter.calls  # the mean and covariance pass, then the step passes
     assert model.n_passes_ == counted
-    L = 7 if lookahead == "auto" else lookahead
+    L = lookahead
     assert counted == expected_passes(degrees, L)
     linear = degrees.count(1)
     if data == "no linear step":
         assert linear == 0 and counted == 1 + n_steps
     else:
         assert counted < 1 + n_steps
-        # the target of the issue, for the default lookahead
-        if lookahead == "auto":
+        # the target of the issue, for the lookahead "auto" takes where passes read the data
+        if lookahead == drivers.AUTO_LOOKAHEAD:
             assert counted <= (n_steps - linear) + math.ceil(linear / 8) + 2
     if data == "all linear":
         assert linear == n_steps
     if data == "linear runs":
         assert 0 < linear < n_steps
+
+
+@pytest.mark.parametrize(
+    "shape, gathers", [((3000, 12), False), ((4095, 16), False), ((8192, 16), True)]
+)
+def test_auto_gathers_ahead_in_memory_only_on_tables_where_it_pays(monkeypatch, shape, gathers):
+    # in memory a pass is arithmetic only: on small tables the client's algebra for the steps
+    # gathered ahead costs more than the passes saved (design.md 3.10), so "auto" gathers from
+    # 16 features and 32 d^2 rows on
+    n, d = shape
+    X = linear_runs(n=n, d=d, seed=1)
+    params = dict(degree=(1, 2, 3), cv=2, random_state=0)
+    reference = PPA(lookahead=0, **params).fit(X)
+    counter = CountingKernel(monkeypatch)
+    model = PPA(**params).fit(X)
+    assert_same_model(model, reference)
+    counted = 1 + counter.calls
+    L = drivers.AUTO_LOOKAHEAD if gathers else 0
+    assert counted == expected_passes(reference.degrees_.tolist(), L)
+    assert (counted < d) == gathers  # d - 1 steps: fewer passes than 1 + steps only if gathering
+
+
+def test_auto_gathers_ahead_on_dask_whatever_the_size():
+    X = DATA["linear runs"]  # 3000 x 12: in memory "auto" would not gather
+    params = dict(degree=(1, 2, 3), cv=2, random_state=0)
+    reference = PPA(lookahead=0, **params).fit(X)
+    counter = CountingReads()  # with the residual recomputed, every pass reads every block
+    source = da.from_array(X, chunks=(700, 12)).map_blocks(counter, dtype=X.dtype)
+    with dask.config.set(scheduler="synchronous"):
+        model = PPA(residual_cache="recompute", **params).fit(source)
+    assert_same_model(model, reference)
+    passes = counter.passes()
+    assert passes == expected_passes(reference.degrees_.tolist(), drivers.AUTO_LOOKAHEAD)
+    assert passes < X.shape[1]
 
 
 @pytest.mark.parametrize(

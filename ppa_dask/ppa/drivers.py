@@ -34,6 +34,10 @@ from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import compute, tree_reduce, uses_local_scheduler
 
 RESIDUAL_CACHES = ("auto", "persist", "checkpoint", "recompute")
+#: Steps gathered ahead per pass with ``lookahead="auto"`` where passes read the data: one pass
+#: then fits up to 8 linear steps; gathering one step ahead costs about 0.18 of a plain step
+#: pass's arithmetic (64 features, degrees up to 5, cv=2), less of a pass that reading dominates.
+AUTO_LOOKAHEAD = 7
 
 
 @dataclass
@@ -162,6 +166,11 @@ class Driver:
     n_passes: int = 0
     residual_cache: str = "memory"
 
+    def auto_lookahead(self):
+        """Steps a pass gathers ahead under ``lookahead="auto"``: :data:`AUTO_LOOKAHEAD` where
+        a pass reads the data (its cost is the reading, which gathering ahead saves)."""
+        return AUTO_LOOKAHEAD
+
     def first_pass(self, sample_index):
         """Count, mean, scatter and NaN/inf counts of the samples, and the rows
         ``sample_index`` (sorted global indices) gathered feature-major for the range sample:
@@ -201,6 +210,14 @@ class NumpyDriver(Driver):
         self._frame = ResidualFrame()  # the residual's coordinates (shrinks as steps are fitted)
         self._applied = 0  # number of fitted steps already applied to the residual
         self.n_passes = 0
+
+    def auto_lookahead(self):
+        """In memory a pass is arithmetic only, and each step gathered ahead costs an
+        eigendecomposition on the client besides its share of the pass: that pays with many
+        features (long linear runs) and many rows per feature squared, not on small tables
+        (measured, docs/design.md section 3.10)."""
+        d = self.n_features
+        return AUTO_LOOKAHEAD if d >= 16 and self.n_samples >= 32 * d * d else 0
 
     def first_pass(self, sample_index):
         self.n_passes += 1

@@ -51,10 +51,6 @@ _PARAMS = {
     "gd_tol": Real(0),
     "lookahead": AnyOf(Options("auto"), Integer(0)),
 }
-# steps gathered ahead per pass with lookahead="auto": one pass then fits up to 8 linear steps;
-# gathering one step ahead costs about 0.23 of a plain step pass's arithmetic in memory (64
-# features, degrees up to 5, cv=2), less of an out-of-core pass, which reading dominates
-_AUTO_LOOKAHEAD = 7
 # fitted attributes that input validation sets at the start of fit
 _VALIDATION_ATTRS = ("n_features_in_", "feature_names_in_")
 
@@ -279,8 +275,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         linear step the pass also takes the fold moments of the next ``lookahead`` steps, and
         each of them whose preceding steps the cross-validation confirms linear needs no pass
         of its own. The model is the one-pass-per-step model (up to rounding) either way; only
-        ``n_passes_`` changes. ``"auto"``: 7 (one pass fits up to 8 linear steps; each step
-        gathered ahead costs about a quarter of a pass's arithmetic). 0: one pass per step.
+        ``n_passes_`` changes. ``"auto"``: 7 where passes read the data (Dask arrays, the
+        shared scans of ensembles: one pass fits up to 8 linear steps; each step gathered ahead
+        costs about a fifth of a pass's arithmetic); in memory 7 from 16 features and
+        ``32 d^2`` samples on, else 0 (on smaller tables the client's algebra for the steps
+        gathered ahead costs more than the passes it saves). 0: one pass per step.
         Not used with a fixed degree above 1 nor with ``leading_vector="gd"``.
 
     Attributes
@@ -665,7 +664,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         gd = self.leading_vector == "gd"
         gd_history = []
         # steps whose moments a pass gathers ahead (none where no step can be linear)
-        n_ahead = _AUTO_LOOKAHEAD if self.lookahead == "auto" else int(self.lookahead)
+        n_ahead = driver.auto_lookahead() if self.lookahead == "auto" else int(self.lookahead)
         if gd or candidates[0] != 1:
             n_ahead = 0
         ahead = []  # (prediction, moments) of the next steps, valid while the steps are linear
