@@ -60,9 +60,9 @@ def test_the_model_of_scaled_data_is_the_scaled_model(scale, degree, kind):
         np.testing.assert_allclose(model.cv_scores_ / scale**2, ref.cv_scores_, rtol=1e-10)
     # outside the range of ordinary magnitudes the fit read the data twice more (a first pass
     # that found them out of range and the largest-|x| reduction)
-    # rescaling costs two passes (the discarded first pass and the max-abs reduction); the unscaled fit of
-    # the same kind of array is the count to compare with (a Dask fit gathers steps ahead where
-    # the in-memory one does not)
+    # rescaling costs two passes (the discarded first pass and the max-abs reduction); compared
+    # with the unscaled fit of the same kind of array (a Dask fit gathers steps ahead where the
+    # in-memory one does not)
     unscaled = (
         ref if kind == "numpy" else PPA(degree=DEGREES[degree], random_state=0).fit(_as(kind, X0))
     )
