@@ -919,7 +919,11 @@ def _speculation_row(s, say, tmp, cube, size):
     )
 
 
-def _section_scaling(s, say, tmp, client, one):
+def _section_scaling(s, say, tmp, scratch):
+    """One fit on 2 workers against the same fit on 1, each on its own cluster with no other
+    cluster alive (an idle cluster's scheduler and workers take CPU from the measured one: with
+    the 1-worker cluster idle beside it, the 2-worker fit took about 15 % longer). The
+    configurations alternate, a fresh cluster per repeat, each warmed up by one fit."""
     import dask.array as da
 
     n = s["dask_n"]
@@ -928,14 +932,21 @@ def _section_scaling(s, say, tmp, client, one):
         write_zarr(path, n, n_features=N_FEATURES, chunk_rows=s["chunk_rows"], random_state=0)
     x = da.from_zarr(path)
 
-    def fit_on(c):
-        with c.as_current():
-            return PPA(degree=DEGREE, n_components=s["scaling_components"], random_state=0).fit(x)
+    def fit():
+        return PPA(degree=DEGREE, n_components=s["scaling_components"], random_state=0).fit(x)
 
-    fit_on(one)  # warm-up of the single worker
-    times, fitted = interleaved(
-        {"two": lambda: fit_on(client), "one": lambda: fit_on(one)}, s["scaling_repeats"]
-    )
+    def timed_fit_on(n_workers):
+        with _cluster(n_workers, s["cluster_memory_limit"], scratch):
+            fit()  # warm-up: the workers import and compile
+            start = time.perf_counter()
+            fitted = fit()
+            return time.perf_counter() - start, fitted
+
+    times, fitted = {"two": [], "one": []}, {}
+    for _ in range(s["scaling_repeats"]):
+        for name, n_workers in (("two", WORKERS), ("one", 1)):
+            elapsed, fitted[name] = timed_fit_on(n_workers)
+            times[name].append(elapsed)
     t2, t1 = _median(times["two"]), _median(times["one"])
     say(f"scaling: 1 worker {t1:.2f} s, {WORKERS} workers {t2:.2f} s")
     return [
@@ -1288,12 +1299,17 @@ def run_bench(args, stream=None):
             with _cluster(WORKERS, s["ooc_memory_limit"], scratch) as client:
                 with progress.stage("ooc_s", "section ooc"):
                     rows.update({r["id"]: r for r in _section_ooc(s, say, tmp, client)})
-        on_cluster = [n for n in sections if n not in IN_PROCESS and (n != "ooc" or shared)]
+        # the scaling row brings its own clusters, one at a time
+        if "scaling" in sections:
+            with progress.stage("scaling_s", "section scaling"):
+                rows.update({r["id"]: r for r in _section_scaling(s, say, tmp, scratch)})
+        on_cluster = [
+            n
+            for n in sections
+            if n not in IN_PROCESS and n != "scaling" and (n != "ooc" or shared)
+        ]
         if on_cluster:
             with contextlib.ExitStack() as stack:
-                one = None
-                if "scaling" in on_cluster:
-                    one = stack.enter_context(_cluster(1, s["cluster_memory_limit"], scratch))
                 client = stack.enter_context(_cluster(WORKERS, s["cluster_memory_limit"], scratch))
                 for name in on_cluster:
                     with progress.stage(f"{name}_s", f"section {name}"), client.as_current():
@@ -1303,8 +1319,6 @@ def run_bench(args, stream=None):
                             found = _section_dask(s, say, tmp)
                         elif name == "cube":
                             found = _section_cube(s, say, tmp)
-                        elif name == "scaling":
-                            found = _section_scaling(s, say, tmp, client, one)
                         else:
                             found = _section_ensembles(s, say, tmp)
                         rows.update({r["id"]: r for r in found})
