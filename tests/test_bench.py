@@ -65,6 +65,10 @@ def test_ratios_are_the_medians_of_the_interleaved_repeats(full_tiny):
     assert port["ratio"] == pytest.approx(statistics.median(port["times"]["port"]) / t_ppa)
     scaling = rows["scaling"]
     assert scaling["met"] == (scaling["ratio"] >= 1.7)
+    assert scaling["times"]["one"] and scaling["times"]["two"]
+    spec = rows["speculation"]
+    assert spec["target"] == "<= 0.5"
+    assert spec["met"] == (spec["ratio"] <= 0.5 and spec["passes"] <= spec["pass_bound"])
     # a full fit of d features takes d - 1 steps, at most one data pass each plus the moments
     assert 1 <= fit["passes"] <= bench.N_FEATURES
     for name, paper in PAPER_RATIOS.items():
