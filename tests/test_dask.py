@@ -76,6 +76,43 @@ def test_local_cluster_gives_the_numpy_model(reference, n_workers, cache):
     assert_same_model(model, reference)
 
 
+def test_a_persisted_residual_stays_where_it_was_computed():
+    # each block's (residual, moments) pair is one key; the merges read only the moments, so
+    # no residual block moves between workers, whatever worker a merge runs on
+    from distributed import Client, LocalCluster
+
+    Xd = da.from_array(random_nonlinear(n=24000, d=6, seed=2), chunks=(1500, 6))
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=False,
+            protocol="tcp://",
+            host="127.0.0.1",
+            dashboard_address=None,
+            worker_dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        PPA(residual_cache="persist", **PARAMS).fit(Xd)
+        moved = [
+            key
+            for worker in cluster.workers.values()
+            for record in worker.transfer_incoming_log
+            for key in record["keys"]
+        ]
+        nbytes = sum(
+            record["total"]
+            for worker in cluster.workers.values()
+            for record in worker.transfer_incoming_log
+        )
+        assert client.nthreads() and len(cluster.workers) == 2
+    assert moved  # the merges did fetch moments from the other worker
+    passes = [key for key in moved if "-pass-" in str(key)]
+    assert not passes, passes[:3]
+    assert nbytes < 16 * 1500 * 6 * 8  # far less than the 16 residual blocks
+
+
 def test_dask_in_gives_lazy_dask_out(reference):
     Xd = da.from_array(X, chunks=(1000, 6))
     model = PPA(**PARAMS).fit(Xd)

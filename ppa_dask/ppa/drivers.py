@@ -401,11 +401,6 @@ def _objective_on_result(result, *args, **kwargs):
     return kernels.objective_pass_kernel(result[0], *args, **kwargs)
 
 
-def _moments_of_results(results):
-    """The merged moments of a group of :func:`kernels.pass_kernel` results."""
-    return kernels.combine_step_moments([moments for _, moments in results])
-
-
 class DaskDriver(Driver):
     """Dask driver: kernels mapped over row chunks, moments tree-reduced.
 
@@ -564,10 +559,11 @@ class DaskDriver(Driver):
             (total,) = compute(moments)
             self._residual = targets if keep else None
         else:
-            # one task per block returns its (residual, moments) pair, persisted as one key and
-            # read as such by the merge and the next pass: splitting the pair would take two
-            # more tasks per block, and on a small cluster the scheduler's time per task is
-            # taken from the workers' cores
+            # one task per block returns its (residual, moments) pair, persisted as one key
+            # that the next pass reads where it lies; only the moments are split off (a merge
+            # reading the pairs would move residual blocks between workers), so a block costs
+            # two tasks per pass, not three: on a small cluster the scheduler's time per task
+            # is taken from the workers' cores
             kernel = kernels.pass_kernel if center is not None else _pass_on_result
             chunk = dask.delayed(kernel, pure=True)
             outs = [
@@ -585,11 +581,10 @@ class DaskDriver(Driver):
                 for block, start, key in zip(blocks, self.starts, keys)
             ]
             moments = tree_reduce(
-                outs,
+                [o[1] for o in outs],
                 kernels.combine_step_moments,
                 self.split_every,
                 name=merge_name,
-                first=_moments_of_results,
             )
             if keep:
                 local = uses_local_scheduler()

@@ -14,7 +14,7 @@ from ppa_dask.utils.blas import one_blas_thread
 __all__ = ["compute", "current_client", "tree_reduce", "uses_local_scheduler"]
 
 
-def tree_reduce(parts, combine, split_every, name=None, first=None):
+def tree_reduce(parts, combine, split_every, name=None):
     """Combine a list of delayed partial results in a tree of fan-in ``split_every``.
 
     Parameters
@@ -28,16 +28,11 @@ def tree_reduce(parts, combine, split_every, name=None, first=None):
         Prefix of the combine tasks' keys, ``f"{name}-{token}"`` with a token of what each
         merges (so the dashboard names them, e.g. ``ppa-step-07-merge``); by default dask's
         ``f"{combine.__name__}-{token}"``.
-    first : callable, optional
-        The combine of the first level, when the parts are not yet of the kind ``combine``
-        takes (e.g. they hold a partial result beside other output); it returns one of that
-        kind. With a single part it is still applied.
 
     Returns
     -------
     dask.delayed.Delayed
-        The single merged result (``parts[0]`` itself when there is only one part and no
-        ``first``).
+        The single merged result (``parts[0]`` itself when there is only one part).
 
     Examples
     --------
@@ -47,27 +42,19 @@ def tree_reduce(parts, combine, split_every, name=None, first=None):
     45
     >>> tree_reduce(parts, sum, 4, name="total").key.startswith("total-")
     True
-    >>> pairs = [dask.delayed((i, -i)) for i in range(10)]
-    >>> tree_reduce(pairs, sum, 4, first=lambda group: sum(a for a, _ in group)).compute()
-    45
     """
     import dask
     from dask.base import tokenize
 
-    def merge(group, func):
-        task = dask.delayed(func, pure=True)
-        if name is None:
-            return task(group)
-        return task(group, dask_key_name=f"{name}-{tokenize(func, group)}")
+    combine_task = dask.delayed(combine, pure=True)
 
-    if first is not None:
-        parts = [
-            merge(parts[i : i + split_every], first) for i in range(0, len(parts), split_every)
-        ]
+    def merge(group):
+        if name is None:
+            return combine_task(group)
+        return combine_task(group, dask_key_name=f"{name}-{tokenize(combine, group)}")
+
     while len(parts) > 1:
-        parts = [
-            merge(parts[i : i + split_every], combine) for i in range(0, len(parts), split_every)
-        ]
+        parts = [merge(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
     return parts[0]
 
 
