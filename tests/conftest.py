@@ -20,6 +20,23 @@ def noisy_helix(n=2000, noise=0.1, seed=0, a=2.0, b=0.8):
     return X + noise * rng.normal(size=X.shape)
 
 
+def loopback_cluster(n_workers, **options):
+    """An in-process LocalCluster: worker threads (one each), every socket on the loopback
+    interface, no dashboards unless asked for."""
+    from distributed import LocalCluster
+
+    kwargs = dict(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp://",
+        host="127.0.0.1",
+        dashboard_address=None,
+        worker_dashboard_address=None,
+    )
+    return LocalCluster(**{**kwargs, **options})
+
+
 def random_nonlinear(n=2000, d=6, seed=1):
     """Random 6-D data with curved dependence between coordinates, randomly rotated."""
     rng = np.random.default_rng(seed)

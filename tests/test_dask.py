@@ -6,7 +6,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import random_nonlinear
+from conftest import loopback_cluster, random_nonlinear
 
 from ppa_dask import PPA
 
@@ -79,21 +79,10 @@ def test_local_cluster_gives_the_numpy_model(reference, n_workers, cache):
 def test_a_persisted_residual_stays_where_it_was_computed():
     # each block's (residual, moments) pair is one key; the merges read only the moments, so
     # no residual block moves between workers, whatever worker a merge runs on
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     Xd = da.from_array(random_nonlinear(n=24000, d=6, seed=2), chunks=(1500, 6))
-    with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=False,
-            protocol="tcp://",
-            host="127.0.0.1",
-            dashboard_address=None,
-            worker_dashboard_address=None,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with loopback_cluster(2) as cluster, Client(cluster) as client:
         PPA(residual_cache="persist", **PARAMS).fit(Xd)
         moved = [
             key

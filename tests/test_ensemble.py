@@ -7,6 +7,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from conftest import loopback_cluster
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
@@ -38,19 +39,10 @@ def curved_data(n=1500, seed=0):
 @pytest.fixture(scope="module")
 def in_process_cluster():
     """Factory of in-process LocalClusters (threads, no network) with a given worker count."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     def start(n_workers):
-        # worker threads in this process, every socket on the loopback interface
-        cluster = LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=1,
-            processes=False,
-            protocol="tcp://",
-            host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-            worker_dashboard_address=None,
-        )
+        cluster = loopback_cluster(n_workers, dashboard_address="127.0.0.1:0")
         return cluster, Client(cluster, set_as_default=True)
 
     return start

@@ -16,7 +16,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import random_nonlinear
+from conftest import loopback_cluster, random_nonlinear
 
 from ppa_dask import PPA
 from ppa_dask.ensemble import FeatureBaggingPPA
@@ -268,22 +268,11 @@ def test_dask_caches_give_the_numpy_model_with_the_counted_passes(monkeypatch, r
 
 
 def test_local_cluster_gives_the_numpy_model(reference):
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     X = DATA["linear runs"]
     counter = CountingReads()
-    with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=False,
-            protocol="tcp://",
-            host="127.0.0.1",
-            dashboard_address=None,
-            worker_dashboard_address=None,
-        ) as cluster,
-        Client(cluster, timeout="30s"),
-    ):
+    with loopback_cluster(2) as cluster, Client(cluster, timeout="30s"):
         source = da.from_array(X, chunks=(1000, 12)).map_blocks(counter, dtype=X.dtype)
         model = PPA(residual_cache="recompute", **PARAMS).fit(source)
     assert_same_model(model, reference)
