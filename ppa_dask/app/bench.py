@@ -933,7 +933,7 @@ def _speculation_row(s, say, tmp, cube, size):
 def _section_scaling(s, say, tmp, scratch):
     """One fit on 2 workers against the same fit on 1, each on its own cluster with no other
     cluster alive (an idle cluster's scheduler and workers take CPU from the measured one: with
-    the 1-worker cluster idle beside it, the 2-worker fit took about 15 % longer). The
+    the 1-worker cluster idle beside it, the 2-worker fit took 10-15 % longer). The
     configurations alternate, a fresh cluster per repeat, each warmed up by one fit."""
     import dask.array as da
 
