@@ -8,7 +8,10 @@ When every member still fitting has posted, one scan of the data serves them all
 read once and, for every member, the chunk's rows and columns of that member go through the
 same per-block kernels a single fit uses (:func:`kernels.first_moments`,
 :func:`kernels.pass_kernel`, :func:`kernels.objective_pass_kernel`), and the moments are merged
-per member in one tree reduction. No PPA mathematics lives here, only the batching.
+per member in one tree reduction. A member on every row of the chunk is not copied: its first
+moments are the entries of its columns in the whole chunk's (one :func:`kernels.first_moments`
+for all such members) and :func:`kernels.pass_kernel` reads its columns in place. No PPA
+mathematics lives here, only the batching.
 
 So a fit of ``B`` members with ``k`` steps reads the data ``1 + k`` times, not ``B (1 + k)``
 times. Members re-apply their fitted steps to each chunk in every pass (the residual is never
@@ -171,14 +174,14 @@ def _scan_chunk(block, start, work, block_rows, with_totals):
     with one_blas_thread():
         for member, (spec, member_start, kind, payload) in work.items():
             rows = _member_rows(spec, start, stop)
-            contiguous = rows is None and block.dtype == np.float64 and block.flags.c_contiguous
             if kind == "first" and rows is None:
                 if whole is None:
                     whole = kernels.first_moments(block)
                 if not (whole["n_nan"].any() or whole["n_inf"].any()):
                     out[member] = _first_moments_of_columns(whole, block, spec.features, payload)
                     continue
-            if kind == "step" and contiguous:
+            if kind == "step" and rows is None:
+                # (a float32 or strided block is converted sub-block by sub-block, still in place)
                 sub, columns = block, spec.features
             elif rows is None:
                 sub, columns = block[:, spec.features], None
