@@ -37,11 +37,13 @@ import math
 import os
 import socket
 import threading
+import time
 
 import numpy as np
 
 from ppa_dask.store import formats
 from ppa_dask.utils.arrays import is_dask
+from ppa_dask.utils.compute import uses_local_scheduler
 from ppa_dask.utils.files import remove_path, temp_sibling
 from ppa_dask.utils.version import VERSION
 
@@ -325,15 +327,39 @@ def _begin_temporary(path, inside=True):
     return tmp, (os.path.join(tmp, _STORE_DIR) if inside else tmp)
 
 
+#: After a failed write on worker processes: the temporary must stay absent this long (seconds)
+#: before it counts as removed, and removal stops trying after ``_SETTLE_LIMIT``.
+_SETTLE_QUIET = 1.0
+_SETTLE_LIMIT = 30.0
+
+
 def _abandon_temporary(tmp):
     """Remove a failed write's temporary once no chunk write of this process is in flight;
-    later chunk writes find its marker gone and write nothing."""
+    later chunk writes, in any process, find its marker gone and write nothing.
+
+    A worker process's chunk write already under way when the marker goes can still create its
+    chunk's folders, the temporary among them, once: under a distributed Client the temporary is
+    removed again until it has stayed absent for ``_SETTLE_QUIET`` seconds (at most
+    ``_SETTLE_LIMIT``)."""
     marker = os.path.join(tmp, WRITER_FILE)
     with _WRITES:
         _ABANDONED.add(marker)
         _WRITES.wait_for(lambda: _IN_FLIGHT.get(marker, 0) == 0, timeout=60)
+        # the marker first: from now on no chunk write starts
+        if os.path.exists(marker):
+            os.remove(marker)
         remove_path(tmp)
         _ABANDONED.discard(marker)
+    if uses_local_scheduler():
+        return
+    start = absent_since = time.monotonic()
+    while time.monotonic() - start < _SETTLE_LIMIT:
+        if os.path.lexists(tmp):
+            remove_path(tmp)
+            absent_since = time.monotonic()
+        elif time.monotonic() - absent_since >= _SETTLE_QUIET:
+            return
+        time.sleep(0.05)
 
 
 class _MarkedChunks:
