@@ -199,6 +199,45 @@ def test_pipeline_on_the_cluster_equals_the_in_process_run(external_cluster, cap
 
 
 # ---------------------------------------------------------------------------------------------
+# the local cluster's worker processes
+# ---------------------------------------------------------------------------------------------
+
+
+def _worker_environ(names):
+    return {name: os.environ.get(name) for name in names}
+
+
+def test_local_workers_get_one_blas_thread_and_glibc_malloc_defaults(monkeypatch):
+    """distributed's nanny gives its workers MALLOC_TRIM_THRESHOLD_=65536 (the precondition
+    below); local_client's workers run without it, and this process's environment is as
+    before afterwards."""
+    import dask
+    from distributed import Client  # noqa: F401  (the nanny's configuration is loaded)
+
+    from ppa_dask.app.cluster import MALLOC_TRIM_VARIABLE, local_client
+
+    assert MALLOC_TRIM_VARIABLE in dask.config.get("distributed.nanny.pre-spawn-environ")
+    monkeypatch.delenv(MALLOC_TRIM_VARIABLE, raising=False)
+    for name in BLAS_THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    names = (*BLAS_THREAD_VARIABLES, MALLOC_TRIM_VARIABLE)
+    with local_client(n_workers=1, dashboard_address=None) as client:
+        (env,) = client.run(_worker_environ, names).values()
+    assert env == {**ONE_BLAS, MALLOC_TRIM_VARIABLE: None}
+    assert _worker_environ(names) == dict.fromkeys(names)
+
+
+def test_a_malloc_setting_of_the_caller_reaches_the_local_workers(monkeypatch):
+    from ppa_dask.app.cluster import MALLOC_TRIM_VARIABLE, local_client
+
+    monkeypatch.setenv(MALLOC_TRIM_VARIABLE, "262144")
+    with local_client(n_workers=1, dashboard_address=None) as client:
+        (env,) = client.run(_worker_environ, [MALLOC_TRIM_VARIABLE]).values()
+    assert env == {MALLOC_TRIM_VARIABLE: "262144"}
+    assert os.environ[MALLOC_TRIM_VARIABLE] == "262144"
+
+
+# ---------------------------------------------------------------------------------------------
 # TLS
 # ---------------------------------------------------------------------------------------------
 

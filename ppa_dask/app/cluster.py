@@ -86,22 +86,32 @@ def _check_positive_int(name, value):
     return int(value)
 
 
+#: glibc's malloc variable distributed's nanny sets for its workers (65536). Set, it stops glibc
+#: raising its mmap threshold, so every array above 128 KiB is a fresh mapping whose pages fault
+#: in when first written: a fit's new residual blocks then cost more in page faults than in
+#: arithmetic (docs/guide/performance.md). :func:`local_client` leaves it unset.
+MALLOC_TRIM_VARIABLE = "MALLOC_TRIM_THRESHOLD_"
+
+
 @contextlib.contextmanager
-def _one_blas_thread_for_spawned_workers():
-    """Make the nanny spawn its worker processes with one BLAS thread.
+def _worker_environment():
+    """Make the nanny spawn its worker processes with one BLAS thread and glibc's own malloc
+    thresholds (no ``MALLOC_TRIM_THRESHOLD_`` unless the caller's environment sets one).
 
     The nanny reads ``distributed.nanny.pre-spawn-environ`` when it is created, but lets a
-    variable already set in the parent's environment override the configured value, and exports
-    the result into the parent's environment before spawning. So the variables are set in the
-    configuration *and* temporarily in ``os.environ``; the parent's previous values are put back
-    afterwards (the nanny keeps its own copy for worker restarts).
+    variable already set in the parent's environment override the configured value (a value of
+    None drops it), and exports the result into the parent's environment before spawning. So
+    the variables are set in the configuration *and* temporarily in ``os.environ``; the parent's
+    previous values are put back afterwards (the nanny keeps its own copy for worker restarts).
     """
     import dask
 
     one = {name: "1" for name in BLAS_THREAD_VARIABLES}
     pre_spawn = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
     pre_spawn.update(one)
-    saved = {name: os.environ.get(name) for name in one}
+    if MALLOC_TRIM_VARIABLE not in os.environ:
+        pre_spawn[MALLOC_TRIM_VARIABLE] = None
+    saved = {name: os.environ.get(name) for name in (*one, MALLOC_TRIM_VARIABLE)}
     os.environ.update(one)
     try:
         with dask.config.set({"distributed.nanny.pre-spawn-environ": pre_spawn}):
@@ -179,7 +189,10 @@ def local_client(
     n_workers : int, default=2
         Number of worker processes (each behind a nanny).
     threads_per_worker : int, default=1
-        Worker threads per process. Each process runs one BLAS thread whatever this is.
+        Worker threads per process. Each process runs one BLAS thread whatever this is, and
+        glibc's default malloc thresholds: distributed's ``MALLOC_TRIM_THRESHOLD_=65536`` is not
+        passed on (it made a fit on a Dask array 1.4-1.5x slower, in page faults), unless this
+        process's environment sets the variable itself.
     memory_limit : str, float, int or None, default="auto"
         Memory limit *per worker* (e.g. ``"4GiB"``); ``"auto"`` shares the machine's memory
         between the workers, ``0`` or ``None`` means no limit. Passed to the workers as is.
@@ -218,7 +231,7 @@ def local_client(
     silence = False if log_level is None else log_level
 
     with _quiet_loggers(log_level):
-        with _one_blas_thread_for_spawned_workers():
+        with _worker_environment():
             cluster = LocalCluster(
                 n_workers=n_workers,
                 threads_per_worker=threads_per_worker,
