@@ -64,6 +64,10 @@ class StepSpec:
 # a kept residual is re-expressed in a smaller orthonormal frame once the subspace it lies in has
 # shrunk below this fraction of the frame: later passes then read, write and multiply fewer rows
 COMPACT_BELOW = 0.7
+# a checkpointed residual is written to disk at every pass, and the bytes written bound such a
+# pass (4 GiB of checkpoint took as long as the whole step on the development machine's disk):
+# it is compacted as soon as its subspace is narrower than its frame
+CHECKPOINT_COMPACT_BELOW = 1.0
 
 
 class ResidualFrame:
@@ -97,10 +101,15 @@ class ResidualFrame:
             s._replace(direction=self.into(s.direction), coef=self.into(s.coef)) for s in steps
         )
 
-    def plan(self, spec, keep, d):
-        """The frame after this pass and the rotation into it (None when unchanged)."""
+    def plan(self, spec, keep, d, below=COMPACT_BELOW):
+        """The frame after this pass and the rotation into it (None when unchanged): the
+        residual moves to the subspace of ``spec`` once that is at most ``below`` times as wide
+        as the current frame (and narrower)."""
         sub = spec.subspace
-        if not keep or sub is None or sub.shape[1] > COMPACT_BELOW * self.size(d):
+        if not keep or sub is None:
+            return self, None
+        size = self.size(d)
+        if sub.shape[1] >= size or sub.shape[1] > below * size:
             return self, None
         return ResidualFrame(sub), self.into(sub)
 
@@ -504,7 +513,8 @@ class DaskDriver(Driver):
         mode = self.residual_cache
         keep = mode in ("persist", "checkpoint") and not last
         blocks, center, current, pending = self._current(mean, steps)
-        frame, rotation = current.plan(spec, keep, self.n_features)
+        below = CHECKPOINT_COMPACT_BELOW if mode == "checkpoint" else COMPACT_BELOW
+        frame, rotation = current.plan(spec, keep, self.n_features, below)
         args = (
             current.steps_into(pending),
             frame.into(spec.direction),
