@@ -189,6 +189,36 @@ def test_checkpoints_are_on_disk_shrink_and_are_removed(reference, tmp_path, mon
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "frame, subspace, every_shrink_up_to, compacted",
+    [
+        (10, 9, 0, False),  # a persisted residual waits until its subspace is below 70 %
+        (10, 7, 0, True),
+        (10, 9, 16, True),  # a narrow checkpoint: at every shrink
+        (16, 15, 16, True),
+        (64, 63, 16, False),  # a wide one: the rotation costs more than the bytes it saves
+        (64, 44, 16, True),
+        (10, 10, 16, False),  # nothing to gain
+    ],
+)
+def test_when_a_kept_residual_moves_to_its_subspace(
+    frame, subspace, every_shrink_up_to, compacted
+):
+    from ppa_dask.ppa.drivers import ResidualFrame, StepSpec
+
+    rng = np.random.default_rng(frame + subspace)
+    d = 70
+    basis = np.linalg.qr(rng.normal(size=(d, frame)))[0]
+    current = ResidualFrame(basis)
+    spec = StepSpec(basis[:, 0], 0.0, 1.0, 1, 0, 2, subspace=basis[:, frame - subspace :])
+    after, rotation = current.plan(spec, True, d, every_shrink_up_to)
+    assert (rotation is not None) == compacted
+    assert after.size(d) == (subspace if compacted else frame)
+    if compacted:  # the rotation takes the current frame's coordinates to the subspace's
+        np.testing.assert_allclose(basis @ rotation, spec.subspace, atol=1e-12)
+    assert current.plan(spec, False, d, every_shrink_up_to) == (current, None)
+
+
 def test_checkpoints_are_removed_when_the_fit_fails(tmp_path, monkeypatch):
     from ppa_dask.ppa import algebra as _algebra
 

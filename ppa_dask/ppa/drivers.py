@@ -66,8 +66,10 @@ class StepSpec:
 COMPACT_BELOW = 0.7
 # a checkpointed residual is written to disk at every pass, and the bytes written bound such a
 # pass (4 GiB of checkpoint took as long as the whole step on the development machine's disk):
-# it is compacted as soon as its subspace is narrower than its frame
-CHECKPOINT_COMPACT_BELOW = 1.0
+# while its frame is at most this wide it is compacted as soon as its subspace is narrower. A
+# compaction costs a (frame x subspace) rotation per row, so wider frames keep COMPACT_BELOW
+# (compacting a 64-band cube's checkpoint at every pass made its fit 1.3x slower)
+CHECKPOINT_COMPACT_WIDTH = 16
 
 
 class ResidualFrame:
@@ -101,15 +103,16 @@ class ResidualFrame:
             s._replace(direction=self.into(s.direction), coef=self.into(s.coef)) for s in steps
         )
 
-    def plan(self, spec, keep, d, below=COMPACT_BELOW):
+    def plan(self, spec, keep, d, every_shrink_up_to=0):
         """The frame after this pass and the rotation into it (None when unchanged): the
-        residual moves to the subspace of ``spec`` once that is at most ``below`` times as wide
-        as the current frame (and narrower)."""
+        residual moves to the subspace of ``spec`` once that is at most ``COMPACT_BELOW`` times
+        as wide as the current frame, or as soon as it is narrower while the frame is at most
+        ``every_shrink_up_to`` wide."""
         sub = spec.subspace
         if not keep or sub is None:
             return self, None
-        size = self.size(d)
-        if sub.shape[1] >= size or sub.shape[1] > below * size:
+        size, width = self.size(d), sub.shape[1]
+        if width >= size or (width > COMPACT_BELOW * size and size > every_shrink_up_to):
             return self, None
         return ResidualFrame(sub), self.into(sub)
 
@@ -513,8 +516,8 @@ class DaskDriver(Driver):
         mode = self.residual_cache
         keep = mode in ("persist", "checkpoint") and not last
         blocks, center, current, pending = self._current(mean, steps)
-        below = CHECKPOINT_COMPACT_BELOW if mode == "checkpoint" else COMPACT_BELOW
-        frame, rotation = current.plan(spec, keep, self.n_features, below)
+        every_shrink = CHECKPOINT_COMPACT_WIDTH if mode == "checkpoint" else 0
+        frame, rotation = current.plan(spec, keep, self.n_features, every_shrink)
         args = (
             current.steps_into(pending),
             frame.into(spec.direction),
