@@ -1,5 +1,6 @@
 """One pass per step on Dask: the same model from numpy, any chunking and any worker count."""
 
+import os
 import threading
 
 import dask
@@ -164,27 +165,42 @@ def _checkpoint_folders(root):
     return [os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "*", "pass-*"))]
 
 
-def test_checkpoints_are_on_disk_shrink_and_are_removed(reference, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "every, written",
+    [
+        (1, {"pass-002": 6, "pass-003": 5, "pass-004": 4, "pass-005": 3}),
+        # the default: a checkpoint serves two passes, the second re-applies one more step
+        (2, {"pass-002": 6, "pass-004": 4}),
+    ],
+)
+def test_checkpoints_are_on_disk_shrink_and_are_removed(
+    reference, tmp_path, monkeypatch, every, written
+):
     from ppa_dask.ppa import drivers as _drivers
 
     recorder = RecordingCheckpoints(str(tmp_path), _drivers._write_checkpoint)
     monkeypatch.setattr(_drivers, "_write_checkpoint", recorder)
+    monkeypatch.setattr(_drivers, "CHECKPOINT_EVERY", every)
     with dask.config.set(scheduler="threads"):
         model = PPA(residual_cache="checkpoint", checkpoint_dir=str(tmp_path), **PARAMS).fit(
             da.from_array(X, chunks=(1000, 6))
         )
     assert model.residual_cache_ == "checkpoint"
+    assert model.n_passes_ == 1 + 5
     assert_same_model(model, reference)
-    # one file per chunk for each of the 4 steps whose residual a later pass reads
-    assert len(recorder.seen) == 6 * 4
+    # one file per chunk and checkpoint: step 1's pass (pass 2) always writes one, then every
+    # ``every``-th pass; the last pass writes none
+    by_pass = {}
+    for path, shape, _ in recorder.seen:
+        by_pass.setdefault(os.path.basename(os.path.dirname(path)), []).append(shape)
+    assert sorted(by_pass) == sorted(written)
+    # the residual is stored feature-major in the subspace it lies in: the first checkpoint
+    # holds the centred data, each later one a row fewer per step fitted before its pass (a
+    # narrow checkpoint is compacted as soon as its subspace shrinks)
+    for folder, shapes in by_pass.items():
+        assert shapes == [(written[folder], 1000)] * 6, folder
     # never more than two checkpoints (the one being read and the one being written) at once
     assert max(len(folders) for _, _, folders in recorder.seen) <= 2
-    # the residual is stored feature-major in the subspace it lies in: the first pass writes
-    # the centred data, each later one a row fewer per fitted step (a checkpoint is written at
-    # every pass, so it is compacted as soon as its subspace shrinks)
-    widths = [shape[0] for _, shape, _ in recorder.seen]
-    assert widths == [width for width in (6, 5, 4, 3) for _ in range(6)]
-    assert {shape[1] for _, shape, _ in recorder.seen} == {1000}
     # nothing is left behind
     assert list(tmp_path.iterdir()) == []
 

@@ -260,6 +260,37 @@ def test_dask_gives_the_numpy_gd_model(gd_model_and_data, cache, chunks):
     np.testing.assert_allclose(model.transform(X), reference.transform(X), atol=1e-8)
 
 
+def test_on_dask_a_gd_step_writes_its_checkpoint_after_its_objective_passes(
+    gd_model_and_data, tmp_path, monkeypatch
+):
+    """A checkpoint normally serves two step passes; a GD step has read it in its objective
+    passes already, so each step's pass writes the next one (objective passes would otherwise
+    re-apply the steps fitted since the last checkpoint at every iteration)."""
+    import os
+
+    from ppa_dask.ppa import drivers
+
+    reference, X = gd_model_and_data
+    folders = set()
+    write = drivers._write_checkpoint
+
+    def recorded(path, block):
+        folders.add(os.path.basename(os.path.dirname(path)))
+        write(path, block)
+
+    monkeypatch.setattr(drivers, "_write_checkpoint", recorded)
+    model = PPA(
+        degree=(1, 2, 3),
+        leading_vector="gd",
+        random_state=0,
+        residual_cache="checkpoint",
+        checkpoint_dir=str(tmp_path),
+    ).fit(da.from_array(X, chunks=(1000, 6)))
+    np.testing.assert_allclose(model.transform(X), reference.transform(X), atol=1e-8)
+    # every step's pass, the last one too (its objective passes read what it writes)
+    assert len(folders) == X.shape[1] - 1
+
+
 # ---------------------------------------------------------------------------------------------
 # passes, budget, parameters
 # ---------------------------------------------------------------------------------------------

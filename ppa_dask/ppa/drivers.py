@@ -70,6 +70,11 @@ COMPACT_BELOW = 0.7
 # compaction costs a (frame x subspace) rotation per row, so wider frames keep COMPACT_BELOW
 # (compacting a 64-band cube's checkpoint at every pass made its fit 1.3x slower)
 CHECKPOINT_COMPACT_WIDTH = 16
+# ... and for the same reason a checkpoint is read by this many passes before the next is
+# written: the passes in between re-apply the steps fitted since (a rotation and a polynomial
+# per row, in memory) instead of writing the residual out. The first step's pass always writes
+# one, so the source (perhaps remote, always decoded) is read by two passes only
+CHECKPOINT_EVERY = 2
 
 
 class ResidualFrame:
@@ -423,9 +428,10 @@ class DaskDriver(Driver):
     residual_cache : {"auto", "persist", "checkpoint", "recompute"}
         Where the residual lives between passes. ``"persist"``: in worker memory (one read of the
         source in all, then one read and write of the residual in memory per step).
-        ``"checkpoint"``: on disk, one ``.npy`` file per chunk under ``checkpoint_dir`` (each step
-        reads the previous checkpoint and writes the next; at most two are on disk, removed when
-        the fit ends). ``"recompute"``: the source is read every pass and every fitted step
+        ``"checkpoint"``: on disk, one ``.npy`` file per chunk under ``checkpoint_dir`` (step 1's
+        pass writes one, then every ``CHECKPOINT_EVERY``-th pass reads the last and writes the
+        next, the passes between re-applying the steps fitted since; at most two are on disk,
+        removed when the fit ends). ``"recompute"``: the source is read every pass and every fitted step
         re-applied per block (no storage, but step ``p`` does ``p`` steps' work). ``"auto"``:
         persist when the float64 residual takes at most half of the cluster's memory (the
         machine's available memory without a Client), else checkpoint when ``checkpoint_dir`` is
@@ -468,6 +474,7 @@ class DaskDriver(Driver):
         self.checkpoint_dir = checkpoint_dir
         self._checkpoint_root = None
         self._residual = None  # persisted blocks (delayed) or checkpoint paths (str), per chunk
+        self._reads = 0  # step passes that have read the current residual (or the source)
         self._frame = ResidualFrame()
         self._applied = 0
         self.n_passes = 0
@@ -515,6 +522,8 @@ class DaskDriver(Driver):
         self.n_passes += 1
         mode = self.residual_cache
         keep = mode in ("persist", "checkpoint") and not last
+        if mode == "checkpoint" and self._residual is not None:  # the source is read once
+            keep = keep and self._reads + 1 >= CHECKPOINT_EVERY
         blocks, center, current, pending = self._current(mean, steps)
         every_shrink = CHECKPOINT_COMPACT_WIDTH if mode == "checkpoint" else 0
         frame, rotation = current.plan(spec, keep, self.n_features, every_shrink)
@@ -570,7 +579,8 @@ class DaskDriver(Driver):
                 parts, kernels.combine_step_moments, self.split_every, name=merge_name
             )
             (total,) = compute(moments)
-            self._residual = targets if keep else None
+            if keep:
+                self._residual = targets
         else:
             # one task per block returns its (residual, moments) pair, persisted as one key
             # that the next pass reads where it lies; only the moments are split off (a merge
@@ -607,10 +617,11 @@ class DaskDriver(Driver):
             else:
                 self._residual = None
             (total,) = compute(moments)
-        if previous:  # the checkpoint this pass read is no longer needed
+        if previous and keep:  # the checkpoint this pass read is no longer needed
             shutil.rmtree(os.path.dirname(previous[0]), ignore_errors=True)
+        self._reads += 1
         if keep:
-            self._applied, self._frame = len(steps), frame
+            self._applied, self._frame, self._reads = len(steps), frame, 0
         return frame.out_of(total)
 
     def objective_pass(self, mean, steps, spec):
@@ -620,6 +631,8 @@ class DaskDriver(Driver):
         import dask
 
         self.n_passes += 1
+        # a read like a step pass's: a step of many objective passes then writes its checkpoint
+        self._reads += 1
         blocks, center, frame, pending = self._current(mean, steps)
         kernel = kernels.objective_pass_kernel
         if self._residual is not None and self.residual_cache == "checkpoint":

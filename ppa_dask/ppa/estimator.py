@@ -239,10 +239,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         the raw polynomial everywhere (it can overflow far from the data).
     residual_cache : {"auto", "persist", "checkpoint", "recompute"}, default="auto"
         For Dask input, where the residual lives between passes: ``"persist"`` in worker memory;
-        ``"checkpoint"`` on disk (one ``.npy`` file per chunk under ``checkpoint_dir``; each step
-        pass reads one checkpoint and writes the next, at most two exist, all removed when
-        ``fit`` ends); ``"recompute"`` nowhere (each pass reads the
-        source and re-applies every fitted step, so step ``p`` costs ``p`` steps' arithmetic).
+        ``"checkpoint"`` on disk (one ``.npy`` file per chunk under ``checkpoint_dir``; step 1's
+        pass writes one and then every second pass writes the next, the pass between re-applying
+        one more step; at most two exist, all removed when ``fit`` ends); ``"recompute"``
+        nowhere (each pass reads the source and re-applies every fitted step, so step ``p``
+        costs ``p`` steps' arithmetic).
         ``"auto"`` persists when the residual takes at most half the cluster memory, else
         checkpoints when ``checkpoint_dir`` is set or all workers run on this machine, else
         recomputes. Ignored for numpy input (the residual is one in-memory array).
