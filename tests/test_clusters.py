@@ -237,6 +237,29 @@ def test_a_malloc_setting_of_the_caller_reaches_the_local_workers(monkeypatch):
     assert os.environ[MALLOC_TRIM_VARIABLE] == "262144"
 
 
+def _profile_sampling_ms(dask_worker):
+    return dask_worker.periodic_callbacks["profile"].callback_time
+
+
+@pytest.mark.parametrize("configured, expected_ms", [(None, 100), ("20ms", 20)])
+def test_local_workers_sample_their_profile_every_100_ms_unless_configured(
+    configured, expected_ms
+):
+    """Distributed's workers sample their stacks every 10 ms (the precondition); local_client's
+    every 100 ms, or at the interval the caller's Dask configuration sets."""
+    import dask
+    from distributed import Client  # noqa: F401  (the workers' configuration is loaded)
+
+    from ppa_dask.app.cluster import PROFILE_INTERVAL_KEY, local_client
+
+    assert dask.config.get(PROFILE_INTERVAL_KEY) == "10ms"
+    settings = {} if configured is None else {PROFILE_INTERVAL_KEY: configured}
+    with dask.config.set(settings), local_client(n_workers=1, dashboard_address=None) as client:
+        (sampling,) = client.run(_profile_sampling_ms).values()
+    assert sampling == expected_ms
+    assert dask.config.get(PROFILE_INTERVAL_KEY) == "10ms"
+
+
 # ---------------------------------------------------------------------------------------------
 # TLS
 # ---------------------------------------------------------------------------------------------
