@@ -9,6 +9,7 @@ steps after a linear one before its pass, so one pass can gather several steps' 
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -90,33 +91,70 @@ def cv_scores(moments, e, candidates):
     For fold ``f`` the coefficients are fitted on the other folds' moments and scored in closed
     form on fold ``f``: ``zz_f - 2 tr(W S_zv,f^T) + tr(W S_vv,f W^T)``. The score of a degree is
     the sum over folds divided by the number of rows (mean squared error per sample).
+
+    Every (fold, degree) system is solved in one batched call: degree ``g``'s Gram matrix is the
+    leading ``g + 1`` block of the largest degree's, padded to full size with the identity (and
+    its right-hand side with zeros), so the solution's padding is exactly zero and both traces
+    can be taken at full size (ten separate solves and their Python loops were 39 % of a
+    vehicles fit, 17 steps of 2 folds x 5 degrees; batched, a call takes 135 against 206 us).
+    When one of the systems is not safely positive definite the folds are solved one by one as
+    :func:`solve_normal_equations` does (its least-squares fallback).
     """
     vv, zz, counts = moments["vv"], moments["zz"], moments["n"]
     zv = orthogonal_cross_moments(moments["yv"], e)
-    n_folds, d = zv.shape[:2]
-    # each fold's training sums once, at the largest degree: the sum over the other folds is
-    # elementwise, so the leading block of a smaller degree is exactly its own sum
-    train = []
-    for f in range(n_folds):
-        others = [j for j in range(n_folds) if j != f]
-        train.append((vv[others].sum(axis=0), zv[others].sum(axis=0)))
-    zz = zz.tolist()
-    rows = counts.sum()
-    scores = np.empty(len(candidates))
-    for i, g in enumerate(candidates):
-        size = g + 1
-        W = np.empty((n_folds, d, size))
-        for f, (train_vv, train_zv) in enumerate(train):
-            W[f] = solve_normal_equations(train_vv[:size, :size], train_zv[:, :size])
-        # both traces of every fold in one product each (each fold's sum is taken over its
-        # own contiguous block, in the order of a sum over that fold alone)
-        fit = (W * zv[:, :, :size]).reshape(n_folds, -1).sum(axis=1).tolist()
-        spread = ((W @ vv[:, :size, :size]) * W).reshape(n_folds, -1).sum(axis=1).tolist()
-        total = 0.0
+    n_folds = zv.shape[0]
+    size = max(candidates) + 1
+    vv, zv = vv[:, :size, :size], zv[:, :, :size]
+    # each fold's training sums: the sum over the other folds is elementwise, so the leading
+    # block of a smaller degree is exactly its own sum
+    train_vv, train_zv = _other_folds_sum(vv), _other_folds_sum(zv)
+    inside, block, identity = _degree_masks(tuple(candidates))
+    A = np.where(block, train_vv[:, None], identity)  # (folds, degrees, size, size)
+    B = np.where(inside[None, :, :, None], np.swapaxes(train_zv, 1, 2)[:, None], 0.0)
+    try:
+        diag = np.abs(np.diagonal(np.linalg.cholesky(A), axis1=-2, axis2=-1))
+    except np.linalg.LinAlgError:
+        diag = None
+    if diag is not None:
+        # within each degree's block only (a NaN fails the test, as in solve_normal_equations)
+        smallest = np.where(inside, diag, np.inf).min(axis=-1)
+        safe = (smallest > 1e-7 * np.where(inside, diag, 0.0).max(axis=-1)).all()
+    if diag is None or not safe:
+        W = np.zeros_like(B)
         for f in range(n_folds):
-            total += zz[f] - 2.0 * fit[f] + spread[f]
-        scores[i] = total / rows
-    return scores
+            for i, g in enumerate(candidates):
+                W[f, i, : g + 1] = solve_normal_equations(
+                    train_vv[f, : g + 1, : g + 1], train_zv[f, :, : g + 1]
+                ).T
+    else:
+        W = np.linalg.solve(A, B)  # (folds, degrees, size, d); zero outside each degree
+    fit = np.einsum("fgsd,fds->fg", W, zv)
+    spread = ((vv[:, None] @ W) * W).sum(axis=(2, 3))
+    return (np.asarray(zz)[:, None] - 2.0 * fit + spread).sum(axis=0) / counts.sum()
+
+
+@functools.lru_cache(maxsize=64)
+def _degree_masks(candidates):
+    """Which entries of the largest degree's basis each candidate degree uses: ``inside``
+    (degrees, size) for the cross moments and ``block`` (degrees, size, size) for the Gram
+    matrices, with the identity of that size (read-only, shared between calls)."""
+    size = max(candidates) + 1
+    inside = np.arange(size)[None, :] < (np.asarray(candidates) + 1)[:, None]
+    block = inside[:, :, None] & inside[:, None, :]
+    identity = np.eye(size)
+    for array in (inside, block, identity):
+        array.flags.writeable = False
+    return inside, block, identity
+
+
+def _other_folds_sum(values):
+    """For each fold, the sum of the other folds' entries (stacked along axis 0)."""
+    n_folds = values.shape[0]
+    if n_folds == 2:  # the other fold itself
+        return values[::-1]
+    return np.stack(
+        [values[[j for j in range(n_folds) if j != f]].sum(axis=0) for f in range(n_folds)]
+    )
 
 
 def choose_degree(scores, candidates, residual_variance):
