@@ -208,7 +208,8 @@ def local_client(
         passed on (it made a fit on a Dask array 1.4-1.5x slower, in page faults), unless this
         process's environment sets the variable itself. The workers' profiler samples every
         100 ms, not 10 ms (:data:`PROFILE_INTERVAL`), unless this process's Dask configuration
-        sets ``distributed.worker.profile.interval``.
+        sets ``distributed.worker.profile.interval`` to something other than distributed's
+        default (a configured 10 ms cannot be told from the default and becomes 100 ms).
     memory_limit : str, float, int or None, default="auto"
         Memory limit *per worker* (e.g. ``"4GiB"``); ``"auto"`` shares the machine's memory
         between the workers, ``0`` or ``None`` means no limit. Passed to the workers as is.

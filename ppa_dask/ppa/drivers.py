@@ -64,11 +64,11 @@ class StepSpec:
 # a kept residual is re-expressed in a smaller orthonormal frame once the subspace it lies in has
 # shrunk below this fraction of the frame: later passes then read, write and multiply fewer rows
 COMPACT_BELOW = 0.7
-# a checkpointed residual is written to disk at every pass, and the bytes written bound such a
-# pass (4 GiB of checkpoint took as long as the whole step on the development machine's disk):
-# while its frame is at most this wide it is compacted as soon as its subspace is narrower. A
+# the bytes a checkpoint pass writes bound it (4 GiB of checkpoint took as long as the whole
+# step on the development machine's disk): while a checkpointed residual's frame is at most
+# this wide it is compacted whenever a pass writes it and its subspace is narrower. A
 # compaction costs a (frame x subspace) rotation per row, so wider frames keep COMPACT_BELOW
-# (compacting a 64-band cube's checkpoint at every pass made its fit 1.3x slower)
+# (compacting a 64-band cube's checkpoint at every write made its fit 1.3x slower)
 CHECKPOINT_COMPACT_WIDTH = 16
 # ... and for the same reason a checkpoint is read by this many passes before the next is
 # written: the passes in between re-apply the steps fitted since (a rotation and a polynomial
@@ -431,8 +431,8 @@ class DaskDriver(Driver):
         ``"checkpoint"``: on disk, one ``.npy`` file per chunk under ``checkpoint_dir`` (step 1's
         pass writes one, then every ``CHECKPOINT_EVERY``-th pass reads the last and writes the
         next, the passes between re-applying the steps fitted since; at most two are on disk,
-        removed when the fit ends). ``"recompute"``: the source is read every pass and every fitted step
-        re-applied per block (no storage, but step ``p`` does ``p`` steps' work). ``"auto"``:
+        removed when the fit ends). ``"recompute"``: the source is read every pass and every
+        fitted step re-applied per block (no storage, but step ``p`` does ``p`` steps' work). ``"auto"``:
         persist when the float64 residual takes at most half of the cluster's memory (the
         machine's available memory without a Client), else checkpoint when ``checkpoint_dir`` is
         given or every worker runs on this machine, else recompute.
@@ -474,7 +474,7 @@ class DaskDriver(Driver):
         self.checkpoint_dir = checkpoint_dir
         self._checkpoint_root = None
         self._residual = None  # persisted blocks (delayed) or checkpoint paths (str), per chunk
-        self._reads = 0  # step passes that have read the current residual (or the source)
+        self._reads = 0  # passes (step or objective) that have read the current residual
         self._frame = ResidualFrame()
         self._applied = 0
         self.n_passes = 0
@@ -522,7 +522,8 @@ class DaskDriver(Driver):
         self.n_passes += 1
         mode = self.residual_cache
         keep = mode in ("persist", "checkpoint") and not last
-        if mode == "checkpoint" and self._residual is not None:  # the source is read once
+        if mode == "checkpoint" and self._residual is not None:
+            # a pass reading the source always writes (so the source is read by two passes)
             keep = keep and self._reads + 1 >= CHECKPOINT_EVERY
         blocks, center, current, pending = self._current(mean, steps)
         every_shrink = CHECKPOINT_COMPACT_WIDTH if mode == "checkpoint" else 0
