@@ -79,12 +79,19 @@ def test_local_cluster_gives_the_numpy_model(reference, n_workers, cache):
 
 def test_a_persisted_residual_stays_where_it_was_computed():
     # each block's (residual, moments) pair is one key; the merges read only the moments, so
-    # no residual block moves between workers, whatever worker a merge runs on
+    # no residual block moves between workers, whatever worker a merge runs on; the source
+    # blocks the first pass kept are read by step 1's pass where they lie, then released
+    import time
+
     from distributed import Client
 
     Xd = da.from_array(random_nonlinear(n=24000, d=6, seed=2), chunks=(1500, 6))
     with loopback_cluster(2) as cluster, Client(cluster) as client:
         PPA(residual_cache="persist", **PARAMS).fit(Xd)
+        deadline = time.monotonic() + 10
+        while any(client.has_what().values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        held = [key for keys in client.has_what().values() for key in keys]
         moved = [
             key
             for worker in cluster.workers.values()
@@ -98,9 +105,42 @@ def test_a_persisted_residual_stays_where_it_was_computed():
         )
         assert client.nthreads() and len(cluster.workers) == 2
     assert moved  # the merges did fetch moments from the other worker
-    passes = [key for key in moved if "-pass-" in str(key)]
+    passes = [key for key in moved if "-pass-" in str(key) or Xd.name in str(key)]
     assert not passes, passes[:3]
+    assert not held, held[:3]  # nothing of the fit is left in the workers' memory
     assert nbytes < 16 * 1500 * 6 * 8  # far less than the 16 residual blocks
+
+
+def test_the_source_is_read_once_and_released_after_step_one():
+    # with a persisted residual the first pass keeps the source blocks it read, step 1's pass
+    # reads them from memory, and they are released as soon as step 1's residual is kept: a
+    # later pass never finds a source block in the workers' memory
+    from distributed import Client
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class SourceInMemory(SchedulerPlugin):
+        def __init__(self, scheduler, name):
+            self.scheduler, self.name, self.seen = scheduler, name, {}
+
+        def transition(self, key, start, finish, *args, **kwargs):
+            if finish == "processing" and "-pass-" in str(key):
+                held = sum(
+                    self.name in str(k) and t.state == "memory"
+                    for k, t in self.scheduler.tasks.items()
+                )
+                step = str(key).split("-pass-")[0]
+                self.seen[step] = max(self.seen.get(step, 0), held)
+
+    Xd = da.from_array(random_nonlinear(n=12000, d=6, seed=2), chunks=(1500, 6))
+    with loopback_cluster(2) as cluster, Client(cluster):
+        plugin = SourceInMemory(cluster.scheduler, Xd.name)
+        cluster.scheduler.add_plugin(plugin, name="source-in-memory")
+        model = PPA(residual_cache="persist", lookahead=0, **PARAMS).fit(Xd)
+    assert model.n_passes_ == 1 + 5
+    steps = sorted(plugin.seen)
+    assert len(steps) == 5, plugin.seen
+    assert plugin.seen[steps[0]] == 8  # step 1 reads the 8 kept blocks
+    assert all(plugin.seen[s] == 0 for s in steps[1:]), plugin.seen
 
 
 def test_dask_in_gives_lazy_dask_out(reference):
@@ -135,7 +175,7 @@ class CountingReads:
 
 
 @pytest.mark.parametrize(
-    "cache, reads_per_block", [("persist", 2), ("checkpoint", 2), ("recompute", 6)]
+    "cache, reads_per_block", [("persist", 1), ("checkpoint", 2), ("recompute", 6)]
 )
 def test_one_pass_over_the_data_per_step(cache, reads_per_block):
     counter = CountingReads()

@@ -260,10 +260,11 @@ def test_dask_caches_give_the_numpy_model_with_the_counted_passes(monkeypatch, r
     assert expected < 1 + n_steps
     if cache == "recompute":  # every pass reads the source
         assert counter.passes() == expected
-    else:  # the source is read by the first two passes, the kept residual by the others
+    elif cache == "persist":  # the first pass keeps the blocks it read for step 1's pass
+        assert counter.passes() == 1
+    else:  # the source is read by the first two passes, the checkpoints by the others
         assert counter.passes() == 2
-        if cache == "checkpoint":
-            assert len(checkpoint_reads) == (expected - 2) * n_blocks
+        assert len(checkpoint_reads) == (expected - 2) * n_blocks
     assert model.n_passes_ == expected
 
 

@@ -461,7 +461,8 @@ class DaskDriver(Driver):
         self.block_rows = int(block_rows)
         row_chunks = X.chunks[0]
         self.starts = np.concatenate([[0], np.cumsum(row_chunks)[:-1]]).astype(int).tolist()
-        self.source_blocks = list(X.to_delayed().ravel())
+        self._source = list(X.to_delayed().ravel())
+        self.source_blocks = self._source  # or, in persist mode, the first pass's kept blocks
         if residual_cache == "auto":
             needed = 8.0 * self.n_samples * self.n_features
             if needed <= 0.5 * _cluster_memory_bytes():
@@ -493,6 +494,13 @@ class DaskDriver(Driver):
         merged = tree_reduce(
             parts, kernels.combine_first_moments, self.split_every, name="ppa-moments-merge"
         )
+        if self.residual_cache == "persist":
+            # the blocks this pass reads stay in worker memory for step 1's pass, so the
+            # source is read once in all: a read (decoding a Zarr chunk) costs several times
+            # the arithmetic of a pass; the residual step 1 keeps takes their place
+            local = uses_local_scheduler()
+            with one_blas_thread() if local else contextlib.nullcontext():
+                self.source_blocks, merged = dask.persist(self.source_blocks, merged)
         (total,) = compute(merged)
         return total
 
@@ -623,6 +631,7 @@ class DaskDriver(Driver):
         self._reads += 1
         if keep:
             self._applied, self._frame, self._reads = len(steps), frame, 0
+            self.source_blocks = self._source  # the source's own blocks: nothing kept in memory
         return frame.out_of(total)
 
     def objective_pass(self, mean, steps, spec):
@@ -678,6 +687,7 @@ class DaskDriver(Driver):
 
     def close(self):
         self._residual = None
+        self.source_blocks = self._source
         if self._checkpoint_root is not None:
             self._cleanup()
             self._checkpoint_root = None
