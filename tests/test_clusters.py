@@ -237,27 +237,46 @@ def test_a_malloc_setting_of_the_caller_reaches_the_local_workers(monkeypatch):
     assert os.environ[MALLOC_TRIM_VARIABLE] == "262144"
 
 
-def _profile_sampling_ms(dask_worker):
-    return dask_worker.periodic_callbacks["profile"].callback_time
+def _callback_ms(dask_worker, name):
+    return dask_worker.periodic_callbacks[name].callback_time
 
 
-@pytest.mark.parametrize("configured, expected_ms", [(None, 100), ("20ms", 20)])
-def test_local_workers_sample_their_profile_every_100_ms_unless_configured(
-    configured, expected_ms
+def _scheduler_callback_ms(dask_scheduler, name):
+    return dask_scheduler.periodic_callbacks[name].callback_time
+
+
+@pytest.mark.parametrize(
+    "key, callback, shipped, configured, expected_ms",
+    [
+        ("distributed.worker.profile.interval", "profile", "10ms", None, 100),
+        ("distributed.worker.profile.interval", "profile", "10ms", "20ms", 20),
+        ("distributed.admin.tick.interval", "tick", "20ms", None, 500),
+        ("distributed.admin.tick.interval", "tick", "20ms", "50ms", 50),
+    ],
+)
+def test_local_clusters_wake_less_often_unless_configured(
+    key, callback, shipped, configured, expected_ms
 ):
-    """Distributed's workers sample their stacks every 10 ms (the precondition); local_client's
-    every 100 ms, or at the interval the caller's Dask configuration sets."""
+    """Distributed's workers sample their stacks every 10 ms and check their event loop every
+    20 ms (the precondition); local_client's every 100 and 500 ms, the scheduler's loop too, or
+    at the interval the caller's Dask configuration sets."""
     import dask
     from distributed import Client  # noqa: F401  (the workers' configuration is loaded)
 
-    from ppa_dask.app.cluster import PROFILE_INTERVAL_KEY, local_client
+    from ppa_dask.app.cluster import QUIET_SETTINGS, local_client
 
-    assert dask.config.get(PROFILE_INTERVAL_KEY) == "10ms"
-    settings = {} if configured is None else {PROFILE_INTERVAL_KEY: configured}
+    assert key in QUIET_SETTINGS and dask.config.get(key) == shipped
+    settings = {} if configured is None else {key: configured}
     with dask.config.set(settings), local_client(n_workers=1, dashboard_address=None) as client:
-        (sampling,) = client.run(_profile_sampling_ms).values()
-    assert sampling == expected_ms
-    assert dask.config.get(PROFILE_INTERVAL_KEY) == "10ms"
+        (on_worker,) = client.run(_callback_ms, name=callback).values()
+        on_scheduler = (
+            client.run_on_scheduler(_scheduler_callback_ms, name=callback)
+            if callback == "tick"
+            else None
+        )
+    assert on_worker == expected_ms
+    assert on_scheduler in (None, expected_ms)
+    assert dask.config.get(key) == shipped
 
 
 # ---------------------------------------------------------------------------------------------

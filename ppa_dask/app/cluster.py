@@ -97,14 +97,27 @@ MALLOC_TRIM_VARIABLE = "MALLOC_TRIM_THRESHOLD_"
 #: fan-out and made it 10 % slower. Every 100 ms still fills the page.
 PROFILE_INTERVAL_KEY = "distributed.worker.profile.interval"
 PROFILE_INTERVAL = "100ms"
+#: How often the event loops of :func:`local_client`'s scheduler, nannies and workers wake to
+#: check that they are not blocked, unless the caller's Dask configuration sets it. Distributed
+#: wakes every 20 ms; each wake-up takes the GIL from a task's thread, and on 2 cores it took
+#: the cores from the tasks: 2 workers fitting trees at once ran 1.12x the time of the same
+#: fits one after another in one process, and 1.03x with 500 ms (docs/guide/performance.md).
+#: A loop blocked longer than ``distributed.admin.tick.limit`` (3 s) is still reported.
+TICK_INTERVAL_KEY = "distributed.admin.tick.interval"
+TICK_INTERVAL = "500ms"
+#: The settings :func:`local_client` gives its cluster where the caller's configuration has
+#: distributed's own default.
+QUIET_SETTINGS = {PROFILE_INTERVAL_KEY: PROFILE_INTERVAL, TICK_INTERVAL_KEY: TICK_INTERVAL}
 
 
 @contextlib.contextmanager
 def _worker_environment():
     """Make the nanny spawn its worker processes with one BLAS thread, glibc's own malloc
-    thresholds (no ``MALLOC_TRIM_THRESHOLD_`` unless the caller's environment sets one) and a
-    profiler sampling every :data:`PROFILE_INTERVAL` (unless the caller's configuration
-    changed Dask's default; the nanny hands the configuration to its workers).
+    thresholds (no ``MALLOC_TRIM_THRESHOLD_`` unless the caller's environment sets one), a
+    profiler sampling every :data:`PROFILE_INTERVAL` and event loops checked every
+    :data:`TICK_INTERVAL` (:data:`QUIET_SETTINGS`, each unless the caller's configuration
+    changed Dask's default; the nanny hands the configuration to its workers, and the
+    scheduler made in this context reads it too).
 
     The nanny reads ``distributed.nanny.pre-spawn-environ`` when it is created, but lets a
     variable already set in the parent's environment override the configured value (a value of
@@ -120,11 +133,10 @@ def _worker_environment():
     if MALLOC_TRIM_VARIABLE not in os.environ:
         pre_spawn[MALLOC_TRIM_VARIABLE] = None
     settings = {"distributed.nanny.pre-spawn-environ": pre_spawn}
-    shipped = dask.config.get(
-        PROFILE_INTERVAL_KEY, config=dask.config.merge(*dask.config.defaults)
-    )
-    if dask.config.get(PROFILE_INTERVAL_KEY) == shipped:
-        settings[PROFILE_INTERVAL_KEY] = PROFILE_INTERVAL
+    shipped = dask.config.merge(*dask.config.defaults)
+    for key, value in QUIET_SETTINGS.items():
+        if dask.config.get(key) == dask.config.get(key, config=shipped):
+            settings[key] = value
     saved = {name: os.environ.get(name) for name in (*one, MALLOC_TRIM_VARIABLE)}
     os.environ.update(one)
     try:
@@ -209,7 +221,9 @@ def local_client(
         process's environment sets the variable itself. The workers' profiler samples every
         100 ms, not 10 ms (:data:`PROFILE_INTERVAL`), unless this process's Dask configuration
         sets ``distributed.worker.profile.interval`` to something other than distributed's
-        default (a configured 10 ms cannot be told from the default and becomes 100 ms).
+        default (a configured 10 ms cannot be told from the default and becomes 100 ms). The
+        scheduler's, nannies' and workers' event loops check themselves every 500 ms, not 20 ms
+        (:data:`TICK_INTERVAL`), on the same terms for ``distributed.admin.tick.interval``.
     memory_limit : str, float, int or None, default="auto"
         Memory limit *per worker* (e.g. ``"4GiB"``); ``"auto"`` shares the machine's memory
         between the workers, ``0`` or ``None`` means no limit. Passed to the workers as is.
