@@ -31,7 +31,7 @@ import numpy as np
 
 from ppa_dask.ppa import kernels
 from ppa_dask.utils.blas import one_blas_thread
-from ppa_dask.utils.compute import compute, tree_reduce, uses_local_scheduler
+from ppa_dask.utils.compute import compute, persist, tree_reduce
 
 RESIDUAL_CACHES = ("auto", "persist", "checkpoint", "recompute")
 #: Steps gathered ahead per pass with ``lookahead="auto"`` where passes read the data: one pass
@@ -498,9 +498,7 @@ class DaskDriver(Driver):
             # the blocks this pass reads stay in worker memory for step 1's pass, so the
             # source is read once in all: a read (decoding a Zarr chunk) costs several times
             # the arithmetic of a pass; the residual step 1 keeps takes their place
-            local = uses_local_scheduler()
-            with one_blas_thread() if local else contextlib.nullcontext():
-                self.source_blocks, merged = dask.persist(self.source_blocks, merged)
+            self.source_blocks, merged = persist(self.source_blocks, merged)
         (total,) = compute(merged)
         return total
 
@@ -619,9 +617,7 @@ class DaskDriver(Driver):
                 name=merge_name,
             )
             if keep:
-                local = uses_local_scheduler()
-                with one_blas_thread() if local else contextlib.nullcontext():
-                    residual, moments = dask.persist(outs, moments)
+                residual, moments = persist(outs, moments)
                 self._residual = residual
             else:
                 self._residual = None

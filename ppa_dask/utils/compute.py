@@ -11,7 +11,7 @@ import contextlib
 
 from ppa_dask.utils.blas import one_blas_thread
 
-__all__ = ["compute", "current_client", "tree_reduce", "uses_local_scheduler"]
+__all__ = ["compute", "current_client", "persist", "tree_reduce", "uses_local_scheduler"]
 
 
 def tree_reduce(parts, combine, split_every, name=None):
@@ -102,3 +102,20 @@ def compute(*collections):
     guard = one_blas_thread() if uses_local_scheduler() else contextlib.nullcontext()
     with guard:
         return dask.compute(*collections)
+
+
+def persist(*collections):
+    """``dask.persist(*collections)``, with one BLAS thread when Dask runs in this process.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> (kept,) = persist(da.ones(10, chunks=5))
+    >>> float(kept.sum().compute())
+    10.0
+    """
+    import dask
+
+    guard = one_blas_thread() if uses_local_scheduler() else contextlib.nullcontext()
+    with guard:
+        return dask.persist(*collections)
