@@ -175,7 +175,7 @@ class CountingReads:
 
 
 @pytest.mark.parametrize(
-    "cache, reads_per_block", [("persist", 1), ("checkpoint", 2), ("recompute", 6)]
+    "cache, reads_per_block", [("persist", 1), ("checkpoint", 1), ("recompute", 6)]
 )
 def test_one_pass_over_the_data_per_step(cache, reads_per_block):
     counter = CountingReads()
@@ -205,12 +205,16 @@ def _checkpoint_folders(root):
     return [os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "*", "pass-*"))]
 
 
+# the first checkpoint is the first pass's copy of each source block as read: (rows, features)
+SOURCE_COPY = (1000, 6)
+
+
 @pytest.mark.parametrize(
     "every, written",
     [
-        (1, {"pass-002": 6, "pass-003": 5, "pass-004": 4, "pass-005": 3}),
+        (1, {"pass-001": SOURCE_COPY, "pass-002": 6, "pass-003": 5, "pass-004": 4, "pass-005": 3}),
         # the default: a checkpoint serves two passes, the second re-applies one more step
-        (2, {"pass-002": 6, "pass-004": 4}),
+        (2, {"pass-001": SOURCE_COPY, "pass-003": 5, "pass-005": 3}),
     ],
 )
 def test_checkpoints_are_on_disk_shrink_and_are_removed(
@@ -228,17 +232,17 @@ def test_checkpoints_are_on_disk_shrink_and_are_removed(
     assert model.residual_cache_ == "checkpoint"
     assert model.n_passes_ == 1 + 5
     assert_same_model(model, reference)
-    # one file per chunk and checkpoint: step 1's pass (pass 2) always writes one, then every
-    # ``every``-th pass; the last pass writes none
+    # one file per chunk and checkpoint: the first pass (mean and scatter) writes a copy of the
+    # source blocks, then every ``every``-th pass a residual; the last pass writes none
     by_pass = {}
     for path, shape, _ in recorder.seen:
         by_pass.setdefault(os.path.basename(os.path.dirname(path)), []).append(shape)
     assert sorted(by_pass) == sorted(written)
-    # the residual is stored feature-major in the subspace it lies in: the first checkpoint
-    # holds the centred data, each later one a row fewer per step fitted before its pass (a
-    # narrow checkpoint is compacted as soon as its subspace shrinks)
+    # a residual is stored feature-major in the subspace it lies in: a row fewer per step
+    # fitted before its pass (a narrow checkpoint is compacted as soon as its subspace shrinks)
     for folder, shapes in by_pass.items():
-        assert shapes == [(written[folder], 1000)] * 6, folder
+        want = written[folder] if isinstance(written[folder], tuple) else (written[folder], 1000)
+        assert shapes == [want] * 6, folder
     # never more than two checkpoints (the one being read and the one being written) at once
     assert max(len(folders) for _, _, folders in recorder.seen) <= 2
     # nothing is left behind

@@ -72,8 +72,10 @@ COMPACT_BELOW = 0.7
 CHECKPOINT_COMPACT_WIDTH = 16
 # ... and for the same reason a checkpoint is read by this many passes before the next is
 # written: the passes in between re-apply the steps fitted since (a rotation and a polynomial
-# per row, in memory) instead of writing the residual out. The first step's pass always writes
-# one, so the source (perhaps remote, always decoded) is read by two passes only
+# per row, in memory) instead of writing the residual out. The first pass (mean and scatter)
+# writes the first checkpoint, a copy of the source blocks as read (their layout and dtype), so
+# the source (perhaps remote, always decoded) is read once: a read costs a decode, a copy's
+# read only the disk or the page cache
 CHECKPOINT_EVERY = 2
 
 
@@ -363,6 +365,13 @@ def _read_checkpoint(path):
     return np.load(path, allow_pickle=False)
 
 
+def _first_moments_kept(block, sample_rows, target):
+    """:func:`kernels.first_moments` of a source block, which is also written to ``target`` as
+    it was read (the first checkpoint: later passes read the copy, not the source)."""
+    _write_checkpoint(target, block)
+    return kernels.first_moments(block, sample_rows)
+
+
 def _checkpointed_pass(
     source,
     target,
@@ -380,10 +389,10 @@ def _checkpointed_pass(
     rotation,
     ahead=(),
 ):
-    """:func:`kernels.pass_kernel` between checkpoints: ``source`` is a source block (with
-    ``center``) or the path of the previous residual checkpoint of this block; the new residual
-    goes to the path ``target`` (when ``keep``). Returns the moments alone, so a task holds
-    no more than one block."""
+    """:func:`kernels.pass_kernel` between checkpoints: ``source`` is the path of this block's
+    last checkpoint, a residual or (with ``center``) the first pass's copy of the source block;
+    the new residual goes to the path ``target`` (when ``keep``). Returns the moments alone, so
+    a task holds no more than one block."""
     owned = isinstance(source, str)
     block = _read_checkpoint(source) if owned else source
     residual, moments = kernels.pass_kernel(
@@ -428,10 +437,11 @@ class DaskDriver(Driver):
     residual_cache : {"auto", "persist", "checkpoint", "recompute"}
         Where the residual lives between passes. ``"persist"``: in worker memory (one read of the
         source in all, then one read and write of the residual in memory per step).
-        ``"checkpoint"``: on disk, one ``.npy`` file per chunk under ``checkpoint_dir`` (step 1's
-        pass writes one, then every ``CHECKPOINT_EVERY``-th pass reads the last and writes the
-        next, the passes between re-applying the steps fitted since; at most two are on disk,
-        removed when the fit ends). ``"recompute"``: the source is read every pass and every
+        ``"checkpoint"``: on disk, one ``.npy`` file per chunk under ``checkpoint_dir`` (the first
+        pass writes a copy of the source blocks as read, so the source is read once; then every
+        ``CHECKPOINT_EVERY``-th pass reads the last checkpoint and writes the next, the passes
+        between re-applying the steps fitted since; at most two are on disk, removed when the
+        fit ends). ``"recompute"``: the source is read every pass and every
         fitted step re-applied per block (no storage, but step ``p`` does ``p`` steps' work). ``"auto"``:
         persist when the float64 residual takes at most half of the cluster's memory (the
         machine's available memory without a Client), else checkpoint when ``checkpoint_dir`` is
@@ -475,6 +485,7 @@ class DaskDriver(Driver):
         self.checkpoint_dir = checkpoint_dir
         self._checkpoint_root = None
         self._residual = None  # persisted blocks (delayed) or checkpoint paths (str), per chunk
+        self._source_copy = False  # the checkpoint is the first pass's copy of the source
         self._reads = 0  # passes (step or objective) that have read the current residual
         self._frame = ResidualFrame()
         self._applied = 0
@@ -484,12 +495,20 @@ class DaskDriver(Driver):
         import dask
 
         self.n_passes += 1
-        chunk = dask.delayed(kernels.first_moments, pure=True)
         stops = self.starts[1:] + [self.n_samples]
-        keys = task_keys("ppa-moments", len(self.starts), self.X.name, sample_index)
+        rows = [local_rows(sample_index, a, b) for a, b in zip(self.starts, stops)]
+        if self.residual_cache == "checkpoint":
+            # the blocks read go to disk as the first checkpoint, which step 1's pass reads (a
+            # task with side effects: its key names the file it writes)
+            targets = self._checkpoint_paths()
+            chunk, extra = dask.delayed(_first_moments_kept, pure=False), [(t,) for t in targets]
+        else:
+            targets, extra = None, [()] * len(rows)
+            chunk = dask.delayed(kernels.first_moments, pure=True)
+        keys = task_keys("ppa-moments", len(rows), self.X.name, sample_index, targets)
         parts = [
-            chunk(block, local_rows(sample_index, start, stop), dask_key_name=key)
-            for block, start, stop, key in zip(self.source_blocks, self.starts, stops, keys)
+            chunk(block, r, *more, dask_key_name=key)
+            for block, r, more, key in zip(self.source_blocks, rows, extra, keys)
         ]
         merged = tree_reduce(
             parts, kernels.combine_first_moments, self.split_every, name="ppa-moments-merge"
@@ -500,6 +519,8 @@ class DaskDriver(Driver):
             # the arithmetic of a pass; the residual step 1 keeps takes their place
             self.source_blocks, merged = persist(self.source_blocks, merged)
         (total,) = compute(merged)
+        if targets is not None:
+            self._residual, self._source_copy, self._reads = targets, True, 0
         return total
 
     def _checkpoint_paths(self):
@@ -520,6 +541,8 @@ class DaskDriver(Driver):
         centre them by (source only), their frame and the fitted steps not yet applied."""
         if self._residual is None:
             return self.source_blocks, mean, ResidualFrame(), steps
+        if self._source_copy:  # the first checkpoint: the source blocks as read
+            return self._residual, mean, ResidualFrame(), steps
         return self._residual, None, self._frame, steps[self._applied :]
 
     def step_pass(self, mean, steps, spec, last=False):
@@ -528,8 +551,9 @@ class DaskDriver(Driver):
         self.n_passes += 1
         mode = self.residual_cache
         keep = mode in ("persist", "checkpoint") and not last
-        if mode == "checkpoint" and self._residual is not None:
-            # a pass reading the source always writes (so the source is read by two passes)
+        if mode == "checkpoint":
+            # a checkpoint serves CHECKPOINT_EVERY passes; the passes between re-apply the
+            # steps fitted since it was written (the first pass writes the source's copy)
             keep = keep and self._reads + 1 >= CHECKPOINT_EVERY
         blocks, center, current, pending = self._current(mean, steps)
         every_shrink = CHECKPOINT_COMPACT_WIDTH if mode == "checkpoint" else 0
@@ -627,6 +651,7 @@ class DaskDriver(Driver):
         self._reads += 1
         if keep:
             self._applied, self._frame, self._reads = len(steps), frame, 0
+            self._source_copy = False
             self.source_blocks = self._source  # the source's own blocks: nothing kept in memory
         return frame.out_of(total)
 
@@ -682,7 +707,7 @@ class DaskDriver(Driver):
         return _objective_in_ambient(frame, total)
 
     def close(self):
-        self._residual = None
+        self._residual, self._source_copy = None, False
         self.source_blocks = self._source
         if self._checkpoint_root is not None:
             self._cleanup()

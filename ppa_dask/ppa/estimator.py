@@ -239,9 +239,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         the raw polynomial everywhere (it can overflow far from the data).
     residual_cache : {"auto", "persist", "checkpoint", "recompute"}, default="auto"
         For Dask input, where the residual lives between passes: ``"persist"`` in worker memory;
-        ``"checkpoint"`` on disk (one ``.npy`` file per chunk under ``checkpoint_dir``; step 1's
-        pass writes one and then every second pass writes the next, the pass between re-applying
-        one more step; at most two exist, all removed when ``fit`` ends); ``"recompute"``
+        ``"checkpoint"`` on disk (one ``.npy`` file per chunk under ``checkpoint_dir``; the
+        first pass writes a copy of the source blocks it reads, so the source is read once, and
+        then every second pass writes the next residual, the pass between re-applying the steps
+        fitted since; at most two exist, all removed when ``fit`` ends); ``"recompute"``
         nowhere (each pass reads the source and re-applies every fitted step, so step ``p``
         costs ``p`` steps' arithmetic).
         ``"auto"`` persists when the residual takes at most half the cluster memory, else

@@ -24,7 +24,8 @@ FIT_TOPIC = "ppa-fits"
 #: Longest estimator description kept in a record (the page shows it as the fit's title).
 MAX_DESCRIPTION = 300
 
-# the id of each estimator's current fit (a new one at its first step)
+# the id and description of each estimator's current fit (new ones at its first step: the
+# description is the estimator's repr, which scikit-learn pretty-prints in about a millisecond)
 _fit_ids = weakref.WeakKeyDictionary()
 
 
@@ -87,7 +88,7 @@ def publish_step(estimator, **step):
     if client is None:
         return
     if step["step"] == 0 or estimator not in _fit_ids:
-        _fit_ids[estimator] = uuid.uuid4().hex[:12]
-    record = step_record(_fit_ids[estimator], repr(estimator), **step)
+        _fit_ids[estimator] = (uuid.uuid4().hex[:12], repr(estimator))
+    record = step_record(*_fit_ids[estimator], **step)
     with contextlib.suppress(OSError, TimeoutError):  # CommClosedError is an OSError
         client.log_event(FIT_TOPIC, record)
