@@ -75,7 +75,8 @@ CHECKPOINT_COMPACT_WIDTH = 16
 # per row, in memory) instead of writing the residual out. The first pass (mean and scatter)
 # writes the first checkpoint, a copy of the source blocks as read (their layout and dtype), so
 # the source (perhaps remote, always decoded) is read once: a read costs a decode, a copy's
-# read only the disk or the page cache
+# read only the disk or the page cache. The copy serves one pass more (step 1's, which would
+# otherwise read the source), so no more checkpoints are written than with two source reads
 CHECKPOINT_EVERY = 2
 
 
@@ -552,9 +553,12 @@ class DaskDriver(Driver):
         mode = self.residual_cache
         keep = mode in ("persist", "checkpoint") and not last
         if mode == "checkpoint":
-            # a checkpoint serves CHECKPOINT_EVERY passes; the passes between re-apply the
-            # steps fitted since it was written (the first pass writes the source's copy)
-            keep = keep and self._reads + 1 >= CHECKPOINT_EVERY
+            # a checkpoint serves CHECKPOINT_EVERY passes, the passes between re-applying the
+            # steps fitted since it was written; the first pass's copy of the source serves one
+            # more (step 1's pass reads it where it would read the source): the residuals are
+            # written at the passes they would be if step 1 read the source and wrote one
+            serves = CHECKPOINT_EVERY + (1 if self._source_copy else 0)
+            keep = keep and self._reads + 1 >= serves
         blocks, center, current, pending = self._current(mean, steps)
         every_shrink = CHECKPOINT_COMPACT_WIDTH if mode == "checkpoint" else 0
         frame, rotation = current.plan(spec, keep, self.n_features, every_shrink)
