@@ -70,11 +70,13 @@ def assert_same_model(model, reference, atol=1e-10):
             np.testing.assert_allclose(getattr(model, name), expected, atol=atol, err_msg=name)
 
 
-def expected_passes(degrees, lookahead, only_linear=False):
+def expected_passes(degrees, lookahead, only_linear=False, grow=False):
     """Passes of a fit whose steps have ``degrees``: the first pass, plus one for each step not
     gathered by an earlier pass. A pass gathers ``lookahead`` steps when one of the two steps
-    before it is linear (or every candidate is 1), else one; a gathered step stands when every
-    step from the gathering pass's up to it is linear."""
+    before it is linear (or every candidate is 1), else one; with ``grow`` (``"auto"``) it
+    gathers as many as the linear steps just before it when they are more (at most
+    ``AUTO_LOOKAHEAD_MAX``). A gathered step stands when every step from the gathering pass's up
+    to it is linear."""
     passes, covered_to, start = 1, -1, None
     for p in range(len(degrees)):
         if p <= covered_to and all(h == 1 for h in degrees[start:p]):
@@ -82,7 +84,13 @@ def expected_passes(degrees, lookahead, only_linear=False):
         passes += 1
         start = p
         full = only_linear or 1 in degrees[max(p - 2, 0) : p]
-        covered_to = p + (lookahead if full else min(lookahead, 1))
+        L = lookahead if full else min(lookahead, 1)
+        if grow and full:
+            run = 0  # the linear steps just before step p
+            while run < p and degrees[p - 1 - run] == 1:
+                run += 1
+            L = max(L, min(run, drivers.AUTO_LOOKAHEAD_MAX))
+        covered_to = p + L
     return passes
 
 
@@ -181,7 +189,7 @@ def test_auto_gathers_ahead_in_memory_only_on_tables_where_it_pays(monkeypatch, 
     assert_same_model(model, reference)
     counted = 1 + counter.calls
     L = drivers.AUTO_LOOKAHEAD if gathers else 0
-    assert counted == expected_passes(reference.degrees_.tolist(), L)
+    assert counted == expected_passes(reference.degrees_.tolist(), L, grow=gathers)
     assert (counted < d) == gathers  # d - 1 steps: fewer passes than 1 + steps only if gathering
 
 
@@ -195,8 +203,30 @@ def test_auto_gathers_ahead_on_dask_whatever_the_size():
         model = PPA(residual_cache="recompute", **params).fit(source)
     assert_same_model(model, reference)
     passes = counter.passes()
-    assert passes == expected_passes(reference.degrees_.tolist(), drivers.AUTO_LOOKAHEAD)
+    assert passes == expected_passes(
+        reference.degrees_.tolist(), drivers.AUTO_LOOKAHEAD, grow=True
+    )
     assert passes < X.shape[1]
+
+
+def test_auto_gathers_as_many_steps_ahead_as_the_linear_run_before_it():
+    # 39 linear steps (Gaussian data), passes counted from the reads of a recomputed residual:
+    # step 1's pass gathers one step (nothing linear before it), step 3's the 7 of "auto" (a run
+    # of 2 before it), step 11's 10, step 22's the 18 left (runs of 10 and 21); a fixed
+    # lookahead of 7 needs passes at steps 1, 3, 11, 19, 27 and 35
+    X = gaussian(n=4000, d=40, seed=3)
+    params = dict(degree=(1, 2), cv=2, random_state=0)
+    reference = PPA(lookahead=0, **params).fit(X)
+    assert reference.degrees_.tolist() == [1] * 39
+    passes = {}
+    for lookahead in ("auto", 7):
+        counter = CountingReads()
+        source = da.from_array(X, chunks=(1000, 40)).map_blocks(counter, dtype=X.dtype)
+        with dask.config.set(scheduler="synchronous"):
+            model = PPA(residual_cache="recompute", lookahead=lookahead, **params).fit(source)
+        assert_same_model(model, reference)
+        passes[lookahead] = counter.passes()
+    assert passes == {"auto": 1 + 4, 7: 1 + 6}
 
 
 @pytest.mark.parametrize(
@@ -278,7 +308,11 @@ def test_local_cluster_gives_the_numpy_model(reference):
         source = da.from_array(X, chunks=(1000, 12)).map_blocks(counter, dtype=X.dtype)
         model = PPA(residual_cache="recompute", **PARAMS).fit(source)
     assert_same_model(model, reference)
-    assert model.n_passes_ == counter.passes() == expected_passes(reference.degrees_.tolist(), 7)
+    assert (
+        model.n_passes_
+        == counter.passes()
+        == expected_passes(reference.degrees_.tolist(), 7, grow=True)
+    )
     assert model.n_passes_ < X.shape[1]
 
 
@@ -300,7 +334,7 @@ def test_shared_scans_of_an_ensemble_give_the_separate_members():
     assert plain.n_passes_ == 1 + n_steps
     for mine, theirs in zip(gathered.estimators_, plain.estimators_):
         assert_same_model(mine, theirs)
-        assert mine.n_passes_ == expected_passes(theirs.degrees_.tolist(), 7)
+        assert mine.n_passes_ == expected_passes(theirs.degrees_.tolist(), 7, grow=True)
     # a scan serves every member still fitting: as many scans as the slowest member's passes
     assert gathered.n_passes_ == scans == max(m.n_passes_ for m in gathered.estimators_)
     assert scans < 1 + n_steps

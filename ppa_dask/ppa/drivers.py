@@ -38,6 +38,9 @@ RESIDUAL_CACHES = ("auto", "persist", "checkpoint", "recompute")
 #: then fits up to 8 linear steps; gathering one step ahead costs about 0.18 of a plain step
 #: pass's arithmetic (64 features, degrees up to 5, cv=2), less of a pass that reading dominates.
 AUTO_LOOKAHEAD = 7
+#: ... and after a run of ``r`` linear steps, ``max(AUTO_LOOKAHEAD, r)`` up to this many: the
+#: late steps of spectra are long linear runs, and a pass saved costs its reads and writes
+AUTO_LOOKAHEAD_MAX = 32
 
 
 @dataclass

@@ -13,7 +13,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ppa_dask.ppa import algebra as _algebra
 from ppa_dask.ppa import kernels
-from ppa_dask.ppa.drivers import RESIDUAL_CACHES, DaskDriver, NumpyDriver, StepSpec
+from ppa_dask.ppa.drivers import (
+    AUTO_LOOKAHEAD_MAX,
+    RESIDUAL_CACHES,
+    DaskDriver,
+    NumpyDriver,
+    StepSpec,
+)
 from ppa_dask.ppa.metric import coefficient_variances, metric_from_jacobian
 from ppa_dask.store.encoding import register_estimator
 from ppa_dask.store.labelled import (
@@ -53,6 +59,16 @@ _PARAMS = {
 }
 # fitted attributes that input validation sets at the start of fit
 _VALIDATION_ATTRS = ("n_features_in_", "feature_names_in_")
+
+
+def _trailing_linear(degrees):
+    """How many of the last steps in ``degrees`` are linear (degree 1), in a row."""
+    run = 0
+    for g in reversed(degrees):
+        if g != 1:
+            break
+        run += 1
+    return run
 
 
 @functools.lru_cache(maxsize=64)
@@ -279,9 +295,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         of its own. The model is the one-pass-per-step model (up to rounding) either way; only
         ``n_passes_`` changes. ``"auto"``: 7 where passes read the data (Dask arrays, the
         shared scans of ensembles: one pass fits up to 8 linear steps; each step gathered ahead
-        costs about a fifth of a pass's arithmetic); in memory 7 from 16 features and
-        ``32 d^2`` samples on, else 0 (on smaller tables the client's algebra for the steps
-        gathered ahead costs more than the passes it saves). 0: one pass per step.
+        costs about a fifth of a pass's arithmetic), and after a run of more linear steps as
+        many as that run, up to 32 (the late steps of spectra are long linear runs; a failed
+        guess then wastes no more gathering than the run before it confirmed); in memory the
+        same from 16 features and ``32 d^2`` samples on, else 0 (on smaller tables the client's
+        algebra for the steps gathered ahead costs more than the passes it saves). An integer
+        is the number gathered, always; 0: one pass per step.
         Not used with a fixed degree above 1 nor with ``leading_vector="gd"``.
 
     Attributes
@@ -669,6 +688,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n_ahead = driver.auto_lookahead() if self.lookahead == "auto" else int(self.lookahead)
         if gd or candidates[0] != 1:
             n_ahead = 0
+        grow = self.lookahead == "auto" and n_ahead > 0
         ahead = []  # (prediction, moments) of the next steps, valid while the steps are linear
         # the dashboard's step records go to a distributed Client's scheduler: looked up once
         publishing = current_client() is not None
@@ -686,6 +706,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 # run of curved steps) one step: little is lost where the hypothesis fails,
                 # and the first linear step after curved ones still finds its successor
                 L = n_ahead if candidates == [1] or 1 in degrees[-2:] else min(n_ahead, 1)
+                if grow and n_ahead == L:
+                    # "auto" after a run of linear steps: as many steps ahead as that run (at
+                    # most AUTO_LOOKAHEAD_MAX), so a speculation that fails wastes no more
+                    # gathering than the run it follows confirmed
+                    L = max(L, min(_trailing_linear(degrees), AUTO_LOOKAHEAD_MAX))
                 predictions = _algebra.linear_lookahead(
                     C, e, next_basis, sample, total_variance, min(L, n_steps - 1 - p)
                 )
