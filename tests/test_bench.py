@@ -66,6 +66,12 @@ def test_ratios_are_the_medians_of_the_interleaved_repeats(full_tiny):
     scaling = rows["scaling"]
     assert scaling["met"] == (scaling["ratio"] >= 1.7)
     assert scaling["times"]["one"] and scaling["times"]["two"]
+    # the same passes with no work, timed on each cluster beside the fit
+    for name in ("one", "two"):
+        assert len(scaling["floor_times"][name]) == len(scaling["times"][name])
+        assert scaling["floor_s"][name] == pytest.approx(
+            statistics.median(scaling["floor_times"][name])
+        )
     spec = rows["speculation"]
     assert spec["target"] == "<= 0.5"
     assert spec["met"] == (spec["ratio"] <= 0.5 and spec["passes"] <= spec["pass_bound"])

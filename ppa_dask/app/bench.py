@@ -958,24 +958,41 @@ def _section_scaling(s, say, tmp, scratch):
     if not os.path.exists(path):
         write_zarr(path, n, n_features=N_FEATURES, chunk_rows=s["chunk_rows"], random_state=0)
     x = da.from_zarr(path)
+    # the same passes with no work in them: as many chunks, of 256 rows. Their time is the
+    # fit's orchestration (the client's round trip per pass, the scheduler's tasks), which a
+    # second worker does not shorten
+    n_chunks = len(x.chunks[0])
+    rng = np.random.default_rng(0)
+    empty = da.from_array(rng.normal(size=(256 * n_chunks, N_FEATURES)), chunks=(256, -1))
 
-    def fit():
-        return PPA(degree=DEGREE, n_components=s["scaling_components"], random_state=0).fit(x)
+    def fit(data=x):
+        return PPA(degree=DEGREE, n_components=s["scaling_components"], random_state=0).fit(data)
 
     def timed_fit_on(n_workers):
         with _cluster(n_workers, s["cluster_memory_limit"], scratch):
             fit()  # warm-up: the workers import and compile
             start = time.perf_counter()
             fitted = fit()
-            return time.perf_counter() - start, fitted
+            elapsed = time.perf_counter() - start
+            floors = []
+            for _ in range(3):
+                start = time.perf_counter()
+                fit(empty)
+                floors.append(time.perf_counter() - start)
+            return elapsed, _median(floors), fitted
 
-    times, fitted = {"two": [], "one": []}, {}
+    times, floor, fitted = {"two": [], "one": []}, {"two": [], "one": []}, {}
     for _ in range(s["scaling_repeats"]):
         for name, n_workers in (("two", WORKERS), ("one", 1)):
-            elapsed, fitted[name] = timed_fit_on(n_workers)
+            elapsed, no_work, fitted[name] = timed_fit_on(n_workers)
             times[name].append(elapsed)
+            floor[name].append(no_work)
     t2, t1 = _median(times["two"]), _median(times["one"])
-    say(f"scaling: 1 worker {t1:.2f} s, {WORKERS} workers {t2:.2f} s")
+    f2, f1 = _median(floor["two"]), _median(floor["one"])
+    say(
+        f"scaling: 1 worker {t1:.2f} s, {WORKERS} workers {t2:.2f} s; the same passes with no "
+        f"work {f1:.2f} s and {f2:.2f} s"
+    )
     return [
         _row(
             "scaling",
@@ -989,6 +1006,12 @@ def _section_scaling(s, say, tmp, scratch):
             (">=", 1.7),
             passes=_passes(fitted["two"]),
             times=times,
+            floor_times=floor,
+            floor_s={"two": f2, "one": f1},
+            note=(
+                f"the same passes with no work ({n_chunks} chunks of 256 rows): {f2:.2f} s on "
+                f"{WORKERS} workers, {f1:.2f} s on 1"
+            ),
         )
     ]
 
