@@ -72,6 +72,8 @@ def test_ratios_are_the_medians_of_the_interleaved_repeats(full_tiny):
         assert scaling["floor_s"][name] == pytest.approx(
             statistics.median(scaling["floor_times"][name])
         )
+    t1, floor = scaling["baseline_s"], scaling["floor_s"]
+    assert scaling["ideal_ratio"] == pytest.approx(t1 / (floor["two"] + (t1 - floor["one"]) / 2))
     spec = rows["speculation"]
     assert spec["target"] == "<= 0.5"
     assert spec["met"] == (spec["ratio"] <= 0.5 and spec["passes"] <= spec["pass_bound"])

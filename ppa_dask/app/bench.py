@@ -989,9 +989,11 @@ def _section_scaling(s, say, tmp, scratch):
             floor[name].append(no_work)
     t2, t1 = _median(times["two"]), _median(times["one"])
     f2, f1 = _median(floor["two"]), _median(floor["one"])
+    # the best ratio a second worker could give if it halved everything but the floor
+    ideal = t1 / (f2 + (t1 - f1) / 2)
     say(
         f"scaling: 1 worker {t1:.2f} s, {WORKERS} workers {t2:.2f} s; the same passes with no "
-        f"work {f1:.2f} s and {f2:.2f} s"
+        f"work {f1:.2f} s and {f2:.2f} s (at most {ideal:.2f}x if the rest halved)"
     )
     return [
         _row(
@@ -1008,9 +1010,10 @@ def _section_scaling(s, say, tmp, scratch):
             times=times,
             floor_times=floor,
             floor_s={"two": f2, "one": f1},
+            ideal_ratio=ideal,
             note=(
                 f"the same passes with no work ({n_chunks} chunks of 256 rows): {f2:.2f} s on "
-                f"{WORKERS} workers, {f1:.2f} s on 1"
+                f"{WORKERS} workers, {f1:.2f} s on 1; at most {ideal:.2f}x if the rest halved"
             ),
         )
     ]
@@ -1239,7 +1242,7 @@ def add_parser(subparsers):
             "or on the same local cluster (2 worker processes, one thread and one BLAS thread "
             "each), as medians of interleaved repeats, and print each row's target and whether "
             "it was met. Writes DIR/bench.json, DIR/bench.md and PNG plots. The full run takes "
-            "about 15-25 minutes on 2 cores; --quick a few."
+            "about 10-25 minutes on 2 cores; --quick a few."
         ),
     )
     p.add_argument("--quick", action="store_true", help="smaller sizes: a few minutes on 2 cores")
