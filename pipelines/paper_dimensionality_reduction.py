@@ -68,7 +68,7 @@ from ppa_dask.app.reports import (
     write_report,
     write_table,
 )
-from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES
+from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES, PAPER_TABLE2_MINUTES
 
 NAMES = {
     "magic_gamma": "MagicGamma",
@@ -83,15 +83,6 @@ QUICK_GD_ITER = 5
 QUICK_NLPCA_ITER = 30
 #: PCA errors below this fraction of the total variance are treated as zero (ratio undefined)
 ZERO_ERROR = 1e-12
-#: The paper's Table 2 (minutes to learn the transform): PCA, PPA, PPA-GD, NLPCA.
-PAPER_TABLE2 = {
-    "magic_gamma": (0.0010, 0.0092, 142.7, 80.8),
-    "japanese_vowels": (0.0006, 0.0095, 50.1, 50.8),
-    "page_blocks": (0.0002, 0.0025, 7.4, 20.0),
-    "sat": (0.0023, 0.0390, 68.2, 122.4),
-    "segmentation": (0.0002, 0.0065, 2.5, 19.8),
-    "vehicles": (0.0002, 0.0019, 0.3, 9.8),
-}
 #: The paper's findings on NLPCA against PPA (Sec. 5.3, Fig. 8; Table 2), paraphrased.
 PAPER_NLPCA_FIG8 = (
     "NLPCA does well only when few features are kept, PPA is generally the more robust of the "
@@ -306,9 +297,9 @@ def main(argv=None):
         if "nlpca" in methods:
             row["nlpca_iter"] = float(np.mean([r["nlpca"]["n_iter"] for r in by_set[name]]))
             row["nlpca_converged"] = sum(r["nlpca"]["converged"] for r in by_set[name])
-        for method, minutes in zip(REDUCTION_METHODS, PAPER_TABLE2[name]):
+        for method, minutes in zip(REDUCTION_METHODS, PAPER_TABLE2_MINUTES[name]):
             row[f"paper_{method}_min"] = minutes
-        row["paper_min"] = " / ".join(f"{v:g}" for v in PAPER_TABLE2[name])
+        row["paper_min"] = " / ".join(f"{v:g}" for v in PAPER_TABLE2_MINUTES[name])
         t2_rows.append(row)
     t2_cols = [
         ("dataset", "Database"),

@@ -66,7 +66,12 @@ import numpy as np
 from ppa_dask.app.cluster import local_client
 from ppa_dask.app.experiments import paper_split
 from ppa_dask.app.reports import new_figure
-from ppa_dask.datasets import make_cube, make_curved_manifold, write_zarr
+from ppa_dask.datasets import (
+    PAPER_TABLE2_MINUTES,
+    make_cube,
+    make_curved_manifold,
+    write_zarr,
+)
 from ppa_dask.ensemble import FeatureBaggingPPA, FeatureBaggingRegressor
 from ppa_dask.ensemble.bagging import fit_member
 from ppa_dask.ppa.estimator import PPA
@@ -80,7 +85,6 @@ __all__ = [
     "SIZES",
     "SECTIONS",
     "ROW_IDS",
-    "PAPER_TABLE2_MINUTES",
     "add_parser",
     "run_bench",
     "interleaved",
@@ -96,15 +100,6 @@ N_FEATURES = 10
 WORKERS = 2
 #: Seconds to wait for a cluster's workers to come up.
 WORKER_TIMEOUT = 120
-#: The paper's Table 2 (minutes to learn the transform): PCA, PPA.
-PAPER_TABLE2_MINUTES = {
-    "magic_gamma": (0.0010, 0.0092),
-    "japanese_vowels": (0.0006, 0.0095),
-    "page_blocks": (0.0002, 0.0025),
-    "sat": (0.0023, 0.0390),
-    "segmentation": (0.0002, 0.0065),
-    "vehicles": (0.0002, 0.0019),
-}
 #: At most this many interleaved repeats of a Table 2 data set (see ``table2_window_s``).
 TABLE2_MAX_REPEATS = 201
 #: Peak worker memory allowed in the out-of-core row, as a fraction of the limit.
@@ -488,7 +483,7 @@ def _section_memory(s, say):
 
 def _section_table2(s, say):
     rows = []
-    for name, (paper_pca, paper_ppa) in PAPER_TABLE2_MINUTES.items():
+    for name, (paper_pca, paper_ppa, *_) in PAPER_TABLE2_MINUTES.items():
         train, _ = paper_split(name, seed=0, max_samples=s["table2_max_samples"])
         # the paper's protocol (app/experiments.py): degree 1..5 per step by 2-fold CV
         funcs = {

@@ -14,6 +14,7 @@ from ppa_dask.datasets.cube import cube_wavelengths, make_cube
 from ppa_dask.datasets.loaders import (
     PAPER_DATASETS,
     PAPER_SHAPES,
+    PAPER_TABLE2_MINUTES,
     SEGMENTATION_DROPPED,
     load_abalone,
     load_breast_cancer_wisconsin,
@@ -54,6 +55,7 @@ __all__ = [
     "make_parabolas",
     "PAPER_DATASETS",
     "PAPER_SHAPES",
+    "PAPER_TABLE2_MINUTES",
     "SEGMENTATION_DROPPED",
     "load_paper_dataset",
     "load_magic_gamma",
