@@ -87,6 +87,13 @@ def current_client():
         return None
 
 
+def _blas_limit():
+    """One BLAS thread while Dask runs tasks in this process (its threads would each start a
+    multithreaded BLAS on block-sized work); nothing under a distributed Client, whose workers
+    set their own."""
+    return one_blas_thread() if uses_local_scheduler() else contextlib.nullcontext()
+
+
 def compute(*collections):
     """``dask.compute(*collections)``, with one BLAS thread when Dask runs in this process.
 
@@ -99,8 +106,7 @@ def compute(*collections):
     """
     import dask
 
-    guard = one_blas_thread() if uses_local_scheduler() else contextlib.nullcontext()
-    with guard:
+    with _blas_limit():
         return dask.compute(*collections)
 
 
@@ -116,6 +122,5 @@ def persist(*collections):
     """
     import dask
 
-    guard = one_blas_thread() if uses_local_scheduler() else contextlib.nullcontext()
-    with guard:
+    with _blas_limit():
         return dask.persist(*collections)
