@@ -81,8 +81,6 @@ NAMES = {
 QUICK_SAMPLES = 400
 QUICK_GD_ITER = 5
 QUICK_NLPCA_ITER = 30
-#: PCA errors below this fraction of the total variance are treated as zero (ratio undefined)
-ZERO_ERROR = 1e-12
 #: The paper's findings on NLPCA against PPA (Sec. 5.3, Fig. 8; Table 2), paraphrased.
 PAPER_NLPCA_FIG8 = (
     "NLPCA does well only when few features are kept, PPA is generally the more robust of the "
@@ -140,13 +138,15 @@ def split_seed(base_seed, dataset, repeat):
 
 
 def relative_mse(result, method, half):
-    """100 x MSE / MSE_PCA for k = 1 .. d-1 (NaN where PCA's error vanishes)."""
+    """100 x MSE / MSE_PCA for k = 1 .. d-1; NaN (``-`` in the tables) from k = the training
+    data's numerical rank on (PPA's ``rank_``: both errors are rounding there) and where PCA's
+    error is zero."""
     ref = result["pca"][f"{half}_mse"]
     err = result[method][f"{half}_mse"]
     ks = np.arange(1, ref.shape[0])
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = 100.0 * err[ks] / ref[ks]
-    return np.where(ref[ks] > ZERO_ERROR * ref[0], rel, np.nan)
+    return np.where((ref[ks] > 0) & (ks < result["rank"]), rel, np.nan)
 
 
 def main(argv=None):

@@ -15,6 +15,7 @@ from ppa_dask.geometry.neighbors import make_ppa_knn
 from ppa_dask.nlpca import NLPCA
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.utils.version import VERSION
+from ppa_dask.utils.warnings import RankDeficientWarning
 
 __version__ = VERSION
 __all__ = [
@@ -24,5 +25,6 @@ __all__ = [
     "FeatureBaggingRegressor",
     "FeatureBaggingClassifier",
     "FeatureBaggingPPA",
+    "RankDeficientWarning",
     "__version__",
 ]

@@ -288,7 +288,7 @@ def _table_summary(args, outdir, config, run, progress, dashboard):
     model = store.load_model(run.path("fit", "model.zarr"))
     ppa_errors = np.array([part["total_variance"], *part["ppa_mse"]])
     pca_errors = np.array([part["pca_total_variance"], *part["pca_mse"]])
-    rows = error_rows(pca_errors, ppa_errors, part["k"])
+    rows = error_rows(pca_errors, ppa_errors, part["k"], rank=part.get("rank", model.rank_))
     total_variance = float(pca_errors[0])
     if "evaluate" in run.skipped:
         progress.plain()

@@ -319,7 +319,9 @@ def dimensionality_reduction_task(spec):
     Returns
     -------
     dict
-        ``dataset``, ``seed``, ``n_train``, ``n_test``, ``n_features`` and for each method a
+        ``dataset``, ``seed``, ``n_train``, ``n_test``, ``n_features``, ``rank`` (the
+        training half's numerical rank, PPA's ``rank_``; ``n_features`` without PPA) and
+        for each method a
         dict with ``train_mse`` and ``test_mse`` (arrays of length ``d``, ``k = 0 .. d - 1``
         components; NaN beyond NLPCA's units), ``fit_seconds``, ``degrees`` and ``n_passes``
         (PPA only, else None), and ``n_iter`` and ``converged`` (NLPCA's L-BFGS iterations
@@ -339,6 +341,7 @@ def dimensionality_reduction_task(spec):
         n_train=train.shape[0],
         n_test=test.shape[0],
         n_features=train.shape[1],
+        rank=train.shape[1],  # the training half's numerical rank (PPA's rank_ when fitted)
     )
     for method in spec.get("methods", REDUCTION_METHODS):
         model, seconds = fit_method(
@@ -362,6 +365,8 @@ def dimensionality_reduction_task(spec):
             n_iter=int(model.n_iter_) if is_nlpca else None,
             converged=bool(model.converged_) if is_nlpca else None,
         )
+        if method == "ppa":
+            out["rank"] = int(model.rank_)
     return out
 
 

@@ -875,10 +875,15 @@ def _release_lock(path):
 # ---------------------------------------------------------------------------------------------
 
 
+def _percent_cell(pct):
+    """A ratio cell: ``-`` where there is none (k at or past the rank: rounding over rounding)."""
+    return "-" if pct is None else f"{pct:.1f}"
+
+
 def format_error_table(rows):
-    """Plain-text table of (k, pca, ppa, percent) rows."""
+    """Plain-text table of (k, pca, ppa, percent) rows (``-``: no ratio, see :func:`error_rows`)."""
     header = ("k", "PCA MSE", "PPA MSE", "PPA/PCA %")
-    body = [(str(k), f"{pca:.6g}", f"{ppa:.6g}", f"{pct:.1f}") for k, pca, ppa, pct in rows]
+    body = [(str(k), f"{pca:.6g}", f"{ppa:.6g}", _percent_cell(pct)) for k, pca, ppa, pct in rows]
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(4)]
 
     def line(cells):
@@ -893,14 +898,16 @@ def write_error_csv(path, rows):
         w = csv.writer(f)
         w.writerow(["k", "pca_mse", "ppa_mse", "ppa_over_pca_percent"])
         for k, pca, ppa, pct in rows:
-            w.writerow([k, repr(float(pca)), repr(float(ppa)), repr(float(pct))])
+            # no ratio past the rank: an empty cell (a missing value to CSV readers)
+            cell = "" if pct is None else repr(float(pct))
+            w.writerow([k, repr(float(pca)), repr(float(ppa)), cell])
 
 
 def write_error_markdown(path, rows, total_variance, caption):
     lines = [
         "| k | PCA MSE | PPA MSE | PPA/PCA % |",
         "|---:|---:|---:|---:|",
-        *(f"| {k} | {pca:.6g} | {ppa:.6g} | {pct:.1f} |" for k, pca, ppa, pct in rows),
+        *(f"| {k} | {pca:.6g} | {ppa:.6g} | {_percent_cell(pct)} |" for k, pca, ppa, pct in rows),
         "",
         f"Total variance (k = 0): {total_variance:.6g}. {caption}",
         "",
@@ -909,11 +916,23 @@ def write_error_markdown(path, rows, total_variance, caption):
         f.write("\n".join(lines))
 
 
-def error_rows(pca_errors, ppa_errors, ks):
+def error_rows(pca_errors, ppa_errors, ks, rank=None):
+    """``(k, pca, ppa, percent)`` rows of a reconstruction-error table.
+
+    ``percent`` is ``100 * ppa / pca``, or None (shown ``-``) from ``k = rank`` on, where both
+    errors are rounding (the data are reconstructed by ``rank`` components: the fitted model's
+    ``rank_``), and where PCA's error is zero.
+
+    Examples
+    --------
+    >>> error_rows([4.0, 2.0, 1e-30], [4.0, 1.0, 2e-31], [1, 2], rank=2)
+    [(1, 2.0, 1.0, 50.0), (2, 1e-30, 2e-31, None)]
+    """
     rows = []
     for k in ks:
         pca, ppa = float(pca_errors[k]), float(ppa_errors[k])
-        rows.append((k, pca, ppa, 100.0 * ppa / pca if pca > 0 else float("nan")))
+        past = rank is not None and k >= rank
+        rows.append((k, pca, ppa, 100.0 * ppa / pca if pca > 0 and not past else None))
     return rows
 
 
@@ -1663,12 +1682,14 @@ class Run:
                 "k": ks,
                 "ppa_mse": [float(ppa_errors[k]) for k in ks],
                 "total_variance": float(ppa_errors[0]),
+                # the fit's numerical rank: no ratio from k = rank on (rounding over rounding)
+                "rank": int(model.rank_),
             }
             if self.config["evaluate"]["pca"]:
                 pca_errors, tails, method = pca_reconstruction_errors(
                     X, X_eval=None if label == "train" else data
                 )
-                rows = error_rows(pca_errors, ppa_errors, ks)
+                rows = error_rows(pca_errors, ppa_errors, ks, rank=int(model.rank_))
                 where = (
                     "the preprocessed training samples (the fit's own)"
                     if label == "train"
@@ -1734,7 +1755,13 @@ class Run:
         if relative:
             ax = axes[0, 1]
             for label, part in errors.items():
-                ax.plot(part["k"], part["ppa_over_pca_percent"], "o-", label=label)
+                # the ratios stop at the rank (None past it: rounding over rounding)
+                shown = [
+                    (k, p)
+                    for k, p in zip(part["k"], part["ppa_over_pca_percent"])
+                    if p is not None
+                ]
+                ax.plot([k for k, _ in shown], [p for _, p in shown], "o-", label=label)
             ax.axhline(100.0, color="grey", lw=0.8)
             ax.set_xlabel("components k")
             ax.set_ylabel("PPA MSE / PCA MSE (%)")

@@ -70,6 +70,7 @@ import scipy.stats
 from ppa_dask.utils.compute import compute
 from ppa_dask.utils.params import Options, Real, check_param
 from ppa_dask.utils.seeds import key_rng, resolve_seed
+from ppa_dask.utils.warnings import RankDeficientWarning
 
 __all__ = [
     "RANK_RTOL",
@@ -98,14 +99,6 @@ _KDE_STEPS_PER_BANDWIDTH = 20
 _KDE_TRUNCATE = 8.0
 _KDE_MIN_GRID = 512
 _KDE_MAX_GRID = 2**22
-
-
-class RankDeficientWarning(UserWarning):
-    """The columns of ``X`` are linearly dependent: the true ``Delta I`` is infinite.
-
-    Issued by :func:`multi_information_reduction` (``rank_deficient="warn"``); the finite
-    number it returns is then the resolution floor of the entropy estimator.
-    """
 
 
 def _as_2d(X, name):

@@ -25,6 +25,83 @@ from ppa_dask.ppa.kernels import (
 _DEGENERATE_VARIANCE = 1e-13
 
 
+def rank_rtol(n_features, dtype=None):
+    """Relative tolerance of a fit's numerical rank: ``n_features * eps``.
+
+    A residual whose total variance (the trace of its covariance) is at most ``rank_rtol``
+    times the total variance of the data is rounding: the data are reconstructed to rounding
+    by the components before it. This is :func:`numpy.linalg.matrix_rank`'s rule (largest
+    singular value x size x eps) applied to the ``d x d`` covariance the fit propagates between
+    passes, bounded by its trace (at least its largest eigenvalue): the covariance is formed and
+    updated in float64, so its eigenvalues carry rounding of about ``eps`` times the trace each.
+    ``eps`` is float64's, or the square of the input's (variances are squares of values) when
+    that is larger: a float32 input carries its own rounding, about ``eps32**2 = 1.4e-14`` of
+    its variance per feature. The number of samples does not enter (matrix_rank's
+    ``max(M, N)`` bounds the rounding of an SVD of the ``M x N`` data): the moments are summed
+    per block and merged pairwise, so their rounding does not grow with the rows (a measured
+    floor below one ``eps`` of the total for 1e3 to 1e6 rows, 2 to 90 features).
+
+    Parameters
+    ----------
+    n_features : int
+    dtype : numpy dtype, optional
+        The input's (None: float64; integers are exact in float64).
+
+    Returns
+    -------
+    rtol : float
+
+    Examples
+    --------
+    >>> bool(rank_rtol(10) == 10 * np.finfo(np.float64).eps)
+    True
+    >>> bool(rank_rtol(10, np.float32) == 10 * np.finfo(np.float32).eps ** 2)
+    True
+    """
+    eps = float(np.finfo(np.float64).eps)
+    if dtype is not None and np.dtype(dtype).kind == "f":
+        eps = max(eps, float(np.finfo(dtype).eps) ** 2)
+    return int(n_features) * eps
+
+
+def numerical_rank(residual, tol, remaining=None):
+    """The fewest components after which the residual variance is at most ``tol``.
+
+    Parameters
+    ----------
+    residual : sequence of float
+        Residual variance (trace of the residual covariance) after 0, 1, ... fitted steps.
+    tol : float
+        Absolute tolerance (``rank_rtol * residual[0]``).
+    remaining : ndarray, optional
+        Eigenvalues of the covariance left after the last fitted step (in its subspace), used
+        when that residual is still above ``tol``: the rank is then the number of steps plus
+        the fewest leading eigenvalues whose trailing sum is at most ``tol``.
+
+    Returns
+    -------
+    rank : int or None
+        None when the residual after the last step is above ``tol`` and ``remaining`` is not
+        given (the rank is then not known beyond the steps).
+
+    Examples
+    --------
+    >>> numerical_rank([10.0, 1.0, 1e-20, 1e-21], tol=1e-14)
+    2
+    >>> numerical_rank([10.0, 1.0], tol=1e-14, remaining=np.array([0.9, 0.1, 1e-20]))
+    3
+    """
+    for k, r in enumerate(residual):
+        if r <= tol:
+            return k
+    steps = len(residual) - 1
+    if remaining is None:
+        return None
+    values = np.sort(np.clip(np.asarray(remaining, dtype=float), 0.0, None))  # ascending
+    tails = np.concatenate([[0.0], np.cumsum(values)])[::-1]  # sum of values[j:] (descending)
+    return steps + int(np.flatnonzero(tails <= tol)[0])
+
+
 def leading_direction(C, basis):
     """Leading vector of the residual covariance ``C`` restricted to the span of ``basis``.
 

@@ -38,6 +38,7 @@ from ppa_dask.utils.compute import compute, current_client, tree_reduce
 from ppa_dask.utils.events import publish_step
 from ppa_dask.utils.params import PATH, AnyOf, Integer, Options, Real, check_params
 from ppa_dask.utils.seeds import RANDOM_STATE, estimator_seed
+from ppa_dask.utils.warnings import RankDeficientWarning, warn
 
 __all__ = ["PPA"]
 
@@ -212,6 +213,38 @@ def _in_input_units(fitted, exponent):
     return out
 
 
+def _warn_rank(fitted, rtol, d, n_steps):
+    """One :class:`RankDeficientWarning` for a fit whose numerical rank is below ``d``."""
+    rank = fitted["rank_"]
+    if rank >= d:
+        return
+    residual = fitted["residual_variance_"]
+    total = float(residual[0])
+    tolerance = (
+        f"the rank tolerance {rtol * total:.3g} ({rtol:.3g} x the total variance {total:.3g}; "
+        "n_features x eps)"
+    )
+    if rank < len(residual):
+        where = (
+            f"its residual variance after {rank} components, {float(residual[rank]):.3g}, is "
+            f"at most {tolerance}; steps {rank + 1} to {n_steps} are fitted linear (no "
+            "polynomial on rounding)"
+            if rank < n_steps
+            else f"its residual variance after {rank} components, "
+            f"{float(residual[rank]):.3g}, is at most {tolerance}"
+        )
+    else:
+        where = (
+            f"the covariance left after its {n_steps} fitted steps falls to {tolerance} "
+            f"after {rank - n_steps} more dimensions"
+        )
+    warn(
+        f"X has numerical rank {rank} of {d} features: {where}. Reconstruction errors from "
+        f"k = {rank} components on are rounding (the model's rank_).",
+        RankDeficientWarning,
+    )
+
+
 def _no_xarray_options(feature_dim, nan_policy):
     if feature_dim is not None or nan_policy != "raise":
         raise ValueError(
@@ -334,6 +367,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Number of output columns.
     n_features_in_ : int
     n_samples_ : int
+    rank_ : int
+        Numerical rank: the fewest components after which the training residual variance is
+        at most ``n_features * eps`` times the total (:func:`~ppa_dask.ppa.algebra.rank_rtol`;
+        ``eps`` of float64, or the square of the input's float eps when larger), found from
+        the covariance the fit propagates (no extra pass). The steps from ``rank_ + 1`` on are
+        fitted linear (degree 1, whatever ``degree`` says), since their residual is rounding;
+        a rank below ``n_features_in_`` is reported once per fit by a
+        :class:`~ppa_dask.information.RankDeficientWarning`. Equal to ``numpy.linalg.matrix_rank`` of the
+        centred data for linearly dependent columns; lower on data that lie exactly on a
+        curve (PPA reconstructs them with fewer components).
     fold_seed_ : int or None
         Seed of the fold assignment (``kernels.fold_labels(0, n, fold_seed_, cv)`` gives each
         row's fold); None when ``degree`` is fixed.
@@ -574,7 +617,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             driver = self._driver_for(X)
             try:
                 checked = _MagnitudeCheck(driver, lambda: _max_abs(X))
-                return self._fit_driver(checked, progress, seed, checked_params=checked_params)
+                return self._fit_driver(
+                    checked, progress, seed, checked_params=checked_params, dtype=X.dtype
+                )
             except _Rescale as rescale:
                 exponent = rescale.exponent
             finally:
@@ -585,7 +630,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 checked = _MagnitudeCheck(driver, exponent=exponent)
                 return self._fit_driver(
                     checked, progress, seed, exponent, extra_passes=2,
-                    checked_params=checked_params,
+                    checked_params=checked_params, dtype=X.dtype,
                 )  # fmt: skip
             finally:
                 driver.close()
@@ -633,14 +678,23 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> bool(np.array_equal(a.transform(X), PPA(degree=2, random_state=0).fit(X).transform(X)))
         True
         """
-        return self._fit_driver(_MagnitudeCheck(driver), progress)
+        dtype = getattr(getattr(driver, "X", None), "dtype", None)
+        return self._fit_driver(_MagnitudeCheck(driver), progress, dtype=dtype)
 
     def _fit_driver(
-        self, driver, progress=None, seed=None, exponent=0, extra_passes=0, checked_params=None
+        self,
+        driver,
+        progress=None,
+        seed=None,
+        exponent=0,
+        extra_passes=0,
+        checked_params=None,
+        dtype=None,
     ):
         """:meth:`fit_with_driver` on data divided by ``2**exponent``: the fitted attributes
         are scaled back to the input's units (exactly: powers of two). ``checked_params`` is
-        what :meth:`_check_params` returned for the driver's shape, if the caller checked."""
+        what :meth:`_check_params` returned for the driver's shape, if the caller checked;
+        ``dtype`` the input's (its rounding enters the rank tolerance, :func:`rank_rtol`)."""
         if checked_params is None:
             checked_params = self._check_params(driver.n_samples, driver.n_features)
         if seed is None:
@@ -649,9 +703,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # the folds are known now, before any pass: refuse too few rows for them up front
         self._check_fold_rows(driver.n_samples, candidates, fixed, seed)
         n_folds = 1 if fixed else int(self.cv)
-        fitted = self._fit_steps(driver, candidates, fixed, n_steps, seed, n_folds, progress)
+        rtol = _algebra.rank_rtol(driver.n_features, dtype)
+        fitted = self._fit_steps(
+            driver, candidates, fixed, n_steps, seed, n_folds, progress, rank_rtol=rtol
+        )
         if exponent:
             fitted = _in_input_units(fitted, exponent)
+        _warn_rank(fitted, rtol, int(driver.n_features), n_steps)
         for name, value in fitted.items():
             setattr(self, name, value)
         self.n_features_in_ = int(driver.n_features)
@@ -659,8 +717,15 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.residual_cache_ = driver.residual_cache
         return self
 
-    def _fit_steps(self, driver, candidates, fixed, n_steps, seed, n_folds, progress=None):
-        """The sequence of steps: small algebra on the client between passes."""
+    def _fit_steps(
+        self, driver, candidates, fixed, n_steps, seed, n_folds, progress=None, rank_rtol=0.0
+    ):
+        """The sequence of steps: small algebra on the client between passes.
+
+        A step whose residual variance is at most ``rank_rtol`` times the total (rounding:
+        the data are reconstructed by the steps before it) is fitted linear, whatever the
+        cross-validation says of the rounding, and so is every step after it.
+        """
         n_total = driver.n_samples
         if n_total <= _RANGE_SAMPLE_ROWS:
             sample_index = np.arange(n_total)  # every row: what the sorted draw below gives
@@ -676,6 +741,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         C = first["scatter"] / n
         d = mean.shape[0]
         total_variance = float(np.trace(C))
+        rank_tol = rank_rtol * total_variance
+        past_rank = False  # once the residual is rounding, every later step is linear
         # the fixed row sample follows the fitted steps on the client, so each step's basis
         # interval (the range of its alpha) is known before that step's pass
         sample = kernels.centred_block(first["sample"], mean)  # feature-major, like residuals
@@ -693,6 +760,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # the dashboard's step records go to a distributed Client's scheduler: looked up once
         publishing = current_client() is not None
         for p in range(n_steps):
+            past_rank = past_rank or residual[-1] <= rank_tol
             e, variance, next_basis = _algebra.leading_direction(C, basis)
             offset, scale = _algebra.basis_interval(e @ sample, total_variance)
             gathered = ahead.pop(0) if ahead else None
@@ -745,7 +813,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 chosen = _algebra.choose_degree(step_scores, candidates, residual[-1])
             else:
                 chosen = candidates[0]
-            if gd:
+            if past_rank:
+                chosen = 1  # no polynomial on rounding
+            if gd and past_rank:
+                # nothing to descend on: the objective is rounding at every direction
+                f0 = residual[-1]
+                gd_history.append(
+                    dict(objective_start=f0, objective=f0, n_iter=0, n_passes=0,
+                         converged=True, angle=0.0)
+                )  # fmt: skip
+            elif gd:
                 moved, record = self._refine_direction(
                     driver, mean, steps, e, chosen, basis, sample, total_variance
                 )
@@ -786,6 +863,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if self.n_components is None:
             last = residual_basis[:, 0]
             variances.append(max(float(last @ C @ last), 0.0))
+        reduced = basis.T @ C @ basis  # the covariance left, in its own subspace
+        rank = _algebra.numerical_rank(residual, rank_tol, np.linalg.eigvalsh(reduced))
         ddof = n / (n - 1) if n > 1 else 1.0
         explained = np.asarray(variances) * ddof
         padded = np.zeros((n_steps, d, max(degrees) + 1))
@@ -806,6 +885,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             residual_variance_=np.array(residual),
             n_components_=len(explained),
             n_samples_=int(n),
+            rank_=int(rank),
             fold_seed_=seed if not fixed else None,
             gd_history_=gd_history if gd else None,
         )
@@ -1305,8 +1385,14 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 self.n_components_,
             )
         integer("n_samples_", 1)
+        rank = integer("rank_", 0)
+        if rank > d:
+            bad("rank_", f"an int <= n_features_in_ = {d}", rank)
         degrees = array("degrees_", (n_steps,), kind="i")
-        outside = sorted(set(degrees.tolist()) - set(candidates))
+        # the steps past the rank are linear whatever the candidates
+        outside = sorted(set(degrees[:rank].tolist()) - set(candidates))
+        if (degrees[rank:] != 1).any():
+            bad("degrees_", f"1 past the rank (steps {rank + 1} on, rank_ = {rank})", degrees)
         if outside:
             bad(
                 "degrees_",
@@ -1338,6 +1424,36 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         names = getattr(self, "feature_names_in_", None)
         if names is not None and np.shape(names) != (d,):
             bad("feature_names_in_", f"{d} names", np.shape(names))
+
+    def complete_fitted_state(self):
+        """Fill in fitted attributes that files written by older versions do not hold.
+
+        :func:`ppa_dask.store.load_model` (and the member files of ensembles) call this on
+        every PPA they build, before :meth:`check_fitted_state`. ``rank_`` (added with the
+        rank rule) is derived from ``residual_variance_`` with the tolerance of
+        :func:`~ppa_dask.ppa.algebra.rank_rtol` for float64 input: the first ``k`` whose
+        residual is at most the tolerance; a model whose residual after its last step is above
+        it gets ``n_features_in_`` (the covariance left is not in the file). Attributes already
+        present are left as they are.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ppa_dask import PPA
+        >>> X = np.random.default_rng(0).normal(size=(200, 2))
+        >>> model = PPA(degree=2).fit(np.hstack([X, X[:, :1]]))  # rank 2 of 3
+        >>> del model.rank_  # as read from an older file
+        >>> model.complete_fitted_state()
+        >>> model.rank_
+        2
+        """
+        if hasattr(self, "rank_") or not hasattr(self, "residual_variance_"):
+            return
+        residual = np.asarray(self.residual_variance_, dtype=float)
+        d = int(self.n_features_in_)
+        tol = _algebra.rank_rtol(d) * float(residual[0]) if residual.size else 0.0
+        rank = _algebra.numerical_rank(residual.tolist(), tol)
+        self.rank_ = d if rank is None else int(rank)
 
     @property
     def _n_features_out(self):

@@ -45,7 +45,9 @@ Nothing a file names is ever imported: an unknown name, or a scikit-learn module
 has not imported, is refused with ``ModelFileError(reason="unknown-class")`` when the tree is
 checked, before any class is built. The only code a file can make run is an allowed class's
 ``__init__`` with the file's parameters (JSON values, arrays and allowed estimators), followed
-by setting its fitted (and, for scikit-learn classes, private) attributes, a registered
+by setting its fitted (and, for scikit-learn classes, private) attributes and the class's own
+``complete_fitted_state`` when it has one (which derives attributes that files of older
+versions lack from the others: :meth:`ppa_dask.PPA.complete_fitted_state`), a registered
 record's dataclass ``__init__`` with its fields, and the two compiled trees above built from
 checked arrays.
 
@@ -804,6 +806,13 @@ class Decoder:
             setattr(est, k, v)
         for k, v in private.items():
             setattr(est, k, v)
+        complete = getattr(cls, "complete_fitted_state", None)
+        if fitted and callable(complete):
+            # attributes that files of older versions lack, derived from the others
+            try:
+                est.complete_fitted_state()
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise self._bad(f"{cls.__name__}'s fitted state is incomplete: {exc}") from None
         for k, kind in rebuilt.items():
             try:
                 setattr(est, k, _build_neighbors_tree(est, kind))
