@@ -3,6 +3,8 @@ dashboard's PPA fits page): where the browser is, and the flags it runs with her
 
 import shutil
 
+from system_programs import skip_missing
+
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # a closed network: no background connections, no first-run pages, no sandbox as root
 FLAGS = (
@@ -15,7 +17,8 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
 )
-SKIP_REASON = "no Chromium or Chrome binary on PATH (Debian: apt-get install chromium)"
+# why a test skips without one (the wording tests/system_programs.py reads)
+SKIP_HINT = "no Chromium or Chrome binary on PATH (Debian: apt-get install chromium)"
 
 
 def find_browser():
@@ -25,3 +28,11 @@ def find_browser():
         if path:
             return path
     return None
+
+
+def require_browser():
+    """Path of the browser, or skip the calling test (the one skip the suite allows)."""
+    path = find_browser()
+    if path is None:
+        skip_missing("chromium", SKIP_HINT)
+    return path

@@ -2,6 +2,13 @@
 
 import numpy as np
 import pytest
+
+# the skip policy (a test may skip only for a missing system program): its hooks, registered here
+from system_programs import (  # noqa: F401
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 from threadpoolctl import threadpool_limits
 
 

@@ -411,7 +411,8 @@ def test_failed_first_fit_leaves_model_unfitted(X):
 
 
 def test_failed_refit_keeps_width_and_feature_names(X):
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
+
     frame = pd.DataFrame(X, columns=list("abcd"))
     model = PPA(random_state=0).fit(frame)
     state = _fitted_state(model)

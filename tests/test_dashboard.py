@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
-from browser import FLAGS, SKIP_REASON, find_browser
+from browser import FLAGS, require_browser
 from sklearn.tree import DecisionTreeRegressor
 
 from ppa_dask import PPA
@@ -142,9 +142,7 @@ def test_fits_page_over_http_and_in_chromium(client, tmp_path):
     fits = json.loads(_get(link + "/fits.json"))
     assert [s["degree"] for s in fits[0]["steps"]] == [int(g) for g in model.degrees_]
 
-    chromium = find_browser()
-    if chromium is None:
-        pytest.skip(SKIP_REASON)
+    chromium = require_browser()
     flags = [chromium, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
     shot = tmp_path / "page.png"
     subprocess.run(

@@ -235,7 +235,8 @@ def _siblings(d):
 
 
 def test_write_zarr_round_trip(tmp_path):
-    zarr = pytest.importorskip("zarr")
+    import zarr
+
     path = tmp_path / "sub" / "data.zarr"
     out = write_zarr(path, 3000, n_features=5, chunk_rows=700, random_state=13, noise=0.1)
     assert out == str(path.resolve())
@@ -257,7 +258,8 @@ def test_write_zarr_round_trip(tmp_path):
 
 
 def test_write_zarr_helix_float32_and_recorded_random_seed(tmp_path):
-    zarr = pytest.importorskip("zarr")
+    import zarr
+
     out = write_zarr(
         tmp_path / "h.zarr",
         1000,
@@ -278,7 +280,8 @@ def test_write_zarr_helix_float32_and_recorded_random_seed(tmp_path):
 
 
 def test_write_zarr_refuses_to_overwrite_then_overwrites(tmp_path):
-    zarr = pytest.importorskip("zarr")
+    import zarr
+
     path = tmp_path / "d.zarr"
     write_zarr(path, 100, n_features=4, random_state=1)
     with pytest.raises(ValueError, match="already exists") as exc:
@@ -361,8 +364,9 @@ def test_write_zarr_interrupted_in_a_block_leaves_nothing_at_the_target(tmp_path
 
 
 def test_write_zarr_on_distributed_client(tmp_path):
-    zarr = pytest.importorskip("zarr")
-    distributed = pytest.importorskip("distributed")
+    import distributed
+    import zarr
+
     with distributed.Client(
         processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None
     ) as client:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn_checks import estimator_checks
 
 import ppa_dask
 from ppa_dask.nlpca import NLPCA
@@ -309,8 +309,6 @@ def test_nlpca_is_exported_from_the_package():
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@parametrize_with_checks(
-    [NLPCA(hidden=4, n_restarts=2, max_iter=15, random_state=0)], xfail_strict=True
-)
+@estimator_checks([NLPCA(hidden=4, n_restarts=2, max_iter=15, random_state=0)], xfail_strict=True)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

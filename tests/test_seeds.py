@@ -6,9 +6,7 @@ unchanged by the refactor that put every seed mechanism in one module.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import pathlib
-import sys
 import zlib
 
 import numpy as np
@@ -54,16 +52,10 @@ def _digest(a, decimals=None):
 
 
 def _vsk_task_seed():
-    """pipelines/_vsk_common.task_seed (or its successor in ppa_dask.app.reports)."""
-    try:
-        reports = importlib.import_module("ppa_dask.app.reports")
-        return reports.task_seed
-    except ImportError:
-        sys.path.insert(0, str(ROOT / "pipelines"))
-        try:
-            return importlib.import_module("_vsk_common").task_seed
-        finally:
-            sys.path.remove(str(ROOT / "pipelines"))
+    """The VSK pipelines' task seed (ppa_dask.app.reports.task_seed)."""
+    from ppa_dask.app.reports import task_seed
+
+    return task_seed
 
 
 def _probe():

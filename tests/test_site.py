@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser import FLAGS, SKIP_REASON, find_browser
+from browser import FLAGS, require_browser
 from PIL import Image
 
 import ppa_dask
@@ -68,10 +68,7 @@ def site(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    path = find_browser()
-    if path is None:
-        pytest.skip(SKIP_REASON)
-    return path
+    return require_browser()
 
 
 def _render(browser, page, tmp_path, name):

@@ -8,7 +8,8 @@ import pytest
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
-from sklearn.utils.estimator_checks import check_estimators_nan_inf, parametrize_with_checks
+from sklearn.utils.estimator_checks import check_estimators_nan_inf
+from sklearn_checks import estimator_checks
 
 from ppa_dask import (
     NLPCA,
@@ -57,7 +58,7 @@ ENSEMBLES = [
 ]
 
 
-@parametrize_with_checks(
+@estimator_checks(
     [PPA(random_state=0), *ENSEMBLES],
     expected_failed_checks=_expected_failed_checks,
     xfail_strict=True,
@@ -78,7 +79,8 @@ def test_nan_inf_small_degrees():
 
 
 def _frame(X):
-    pd = pytest.importorskip("pandas")  # a dependency of xarray, so always there
+    import pandas as pd  # a dependency of xarray
+
     return pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
 
 

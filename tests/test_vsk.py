@@ -20,7 +20,7 @@ from sklearn.naive_bayes import GaussianNB
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn_checks import estimator_checks
 
 from ppa_dask import PPA
 from ppa_dask.ensemble import FeatureBaggingClassifier, FeatureBaggingRegressor
@@ -495,7 +495,7 @@ def test_other_bad_input_gets_clear_errors_and_inputs_stay_unmodified():
 # -------------------------------------------------------------------------------------------
 
 
-@parametrize_with_checks(
+@estimator_checks(
     [
         VariablyScaled(),
         VariablyScaled(NaiveBayesScaling()),
