@@ -41,6 +41,18 @@ window.addEventListener('load', () => {
   pre.id = 'probe-images';
   pre.textContent = facts.join('\\n');
   document.body.appendChild(pre);
+  // every code block: how wide its text is, how wide its box is, and whether the box ends
+  // inside its container and inside the window
+  const blocks = [...document.querySelectorAll('div.highlight pre')].map(b => {
+    const box = b.getBoundingClientRect();
+    const column = b.closest('article, [role=main], .body, body').getBoundingClientRect();
+    return [b.scrollWidth, b.clientWidth, Math.round(box.right), Math.round(column.right),
+            document.documentElement.clientWidth].join(' ');
+  });
+  const code = document.createElement('pre');
+  code.id = 'probe-code';
+  code.textContent = blocks.join('\\n');
+  document.body.appendChild(code);
 });
 </script>
 """
@@ -111,7 +123,7 @@ def _not_blank(png):
 
 
 def _loaded_images(dom):
-    probe = re.search(r'<pre id="probe-images">(.*?)</pre>', dom, re.S)
+    probe = re.search(r'<pre id="probe-images"[^>]*>(.*?)</pre>', dom, re.S)
     assert probe, "the probe script did not run in the page"
     pairs = [line.rsplit(" ", 1) for line in probe.group(1).strip().splitlines() if line]
     return {src: int(width) for src, width in pairs}
@@ -123,6 +135,23 @@ def test_home_page_renders(site, browser, tmp_path):
     assert "ppa-dask" in dom and "User guide" in dom
     for link in ("api.html", "auto_examples/index.html"):
         assert f'href="{link}' in dom.replace("./", ""), link
+
+
+def _code_blocks(dom):
+    probe = re.search(r'<pre id="probe-code"[^>]*>(.*?)</pre>', dom, re.S)
+    assert probe, "the probe script did not run in the page"
+    return [tuple(map(int, line.split())) for line in probe.group(1).strip().splitlines()]
+
+
+def test_home_page_code_blocks_fit_their_column(site, browser, tmp_path):
+    # at the default window width (1280 px) no code block scrolls sideways or runs past the
+    # page's content column or the window
+    _, dom = _render(browser, site / "index.html", tmp_path, "home-code")
+    blocks = _code_blocks(dom)
+    assert len(blocks) >= 2, blocks  # the set-up and the first fit
+    for text, box, right, column, window in blocks:
+        assert text <= box, f"a code block's text is {text} px wide in a {box} px box"
+        assert right <= column <= window, (right, column, window)
 
 
 def test_api_page_shows_the_live_signature(site, browser, tmp_path):
