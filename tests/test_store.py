@@ -303,7 +303,9 @@ def _forge_array(name, change):
         group = zarr.open_group(path, mode="r+")
         value = np.asarray(change(group[name][...]))
         del group[name]
-        z = group.create_array(name, shape=value.shape, dtype=value.dtype, chunks=value.shape)
+        # one chunk of the whole array, as save_model writes it (any other grid is refused)
+        chunks = tuple(max(n, 1) for n in value.shape)
+        z = group.create_array(name, shape=value.shape, dtype=value.dtype, chunks=chunks)
         z[...] = value
 
         def edit(record):

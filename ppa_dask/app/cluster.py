@@ -51,7 +51,7 @@ import time
 from ppa_dask.app.dashboard import open_page
 from ppa_dask.utils.blas import BLAS_THREAD_VARIABLES
 from ppa_dask.utils.progress import bar_line, step_progress
-from ppa_dask.utils.yamlfile import DuplicateKeyError, load_yaml
+from ppa_dask.utils.yamlfile import YAMLFileError, load_yaml
 
 __all__ = [
     "local_client",
@@ -550,7 +550,7 @@ def read_cluster_config(path, overrides=None):
             raw = load_yaml(f)  # strict: a key given twice is refused
     except FileNotFoundError:
         raise ClusterConfigError(f"cluster configuration {path!r} does not exist") from None
-    except DuplicateKeyError as exc:
+    except YAMLFileError as exc:  # a key given twice, too large, too deep
         raise ClusterConfigError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise ClusterConfigError(

@@ -117,12 +117,12 @@ from ppa_dask.app.baseline import pca_reconstruction_errors
 from ppa_dask.app.cluster import compute_with_progress, step_reporter
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
-from ppa_dask.utils.files import remove_path, write_json_atomic, write_text_atomic
+from ppa_dask.utils.files import read_json_file, remove_path, write_json_atomic, write_text_atomic
 from ppa_dask.utils.params import AnyOf, Integer, Options, is_int
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.seeds import child_seed
 from ppa_dask.utils.version import VERSION
-from ppa_dask.utils.yamlfile import DuplicateKeyError, read_yaml_file
+from ppa_dask.utils.yamlfile import YAMLFileError, read_yaml_file
 
 __all__ = [
     "PipelineError",
@@ -717,7 +717,7 @@ def load_pipeline(path):
         raise PipelineError(f"pipeline file {path!r} does not exist") from None
     except IsADirectoryError:
         raise PipelineError(f"pipeline file {path!r} is a folder") from None
-    except DuplicateKeyError as exc:
+    except YAMLFileError as exc:  # a key given twice, too large, too deep
         raise PipelineError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise PipelineError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
@@ -763,11 +763,13 @@ def fingerprint(path):
 
 
 def _read_marker(stage_dir):
+    """A stage's completion marker, or None when absent or unreadable (the stage runs again);
+    read within the bounds of :func:`~ppa_dask.utils.files.read_json_file`."""
     try:
-        with open(os.path.join(stage_dir, MARKER)) as f:
-            return json.load(f)
+        marker = read_json_file(os.path.join(stage_dir, MARKER))
     except (OSError, ValueError):
         return None
+    return marker if isinstance(marker, dict) else None
 
 
 def _write_json_atomic(path, obj):
@@ -790,8 +792,7 @@ def _read_run_record(root):
     if not os.path.lexists(path):
         return None
     try:
-        with open(path) as f:
-            record = json.load(f)
+        record = read_json_file(path)
     except (OSError, ValueError) as exc:
         record = exc
     if (
@@ -799,9 +800,10 @@ def _read_run_record(root):
         or record.get("format") != "ppa-dask-run"
         or not isinstance(record.get("stages"), list)
     ):
+        why = f" ({getattr(record, 'problem', record)})" if isinstance(record, Exception) else ""
         raise PipelineError(
-            f"output {root!r}: {RUN_RECORD} is not a ppa-dask run record; the folder is not "
-            "used (name another output folder)"
+            f"output {root!r}: {RUN_RECORD} is not a ppa-dask run record{why}; the folder is "
+            "not used (name another output folder)"
         )
     return record
 
@@ -833,8 +835,7 @@ def _acquire_lock(path):
                 f.write("\n")
             return note
         try:
-            with open(path) as f:
-                owner = json.load(f)
+            owner = read_json_file(path)
             pid, owner_host = int(owner["pid"]), str(owner["host"])
         except FileNotFoundError:
             continue  # released meanwhile: try again
@@ -861,8 +862,7 @@ def _acquire_lock(path):
 def _release_lock(path):
     """Remove the lock file if this process still holds it (never another run's)."""
     try:
-        with open(path) as f:
-            owner = json.load(f)
+        owner = read_json_file(path)
     except (OSError, ValueError):
         return
     ours = isinstance(owner, dict) and owner.get("pid") == os.getpid()
@@ -1251,8 +1251,7 @@ class Run:
         return _open_table(self.path("preprocess", "samples.zarr"))
 
     def _preprocess_info(self):
-        with open(self.path("preprocess", "preprocess.json")) as f:
-            return json.load(f)
+        return read_json_file(self.path("preprocess", "preprocess.json"))
 
     def _model(self):
         return _load_model(self.path("fit", "model.zarr"))
@@ -1737,8 +1736,7 @@ class Run:
 
         cfg = self.config["plots"]
         outputs = []
-        with open(self.path("evaluate", "reconstruction_error.json")) as f:
-            errors = json.load(f)
+        errors = read_json_file(self.path("evaluate", "reconstruction_error.json"))
         relative = all("pca_mse" in part for part in errors.values())
         fig, axes = plt.subplots(
             1, 2 if relative else 1, figsize=(9 if relative else 5, 3.5), squeeze=False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import numbers
 import os
 
@@ -58,6 +59,8 @@ _PARAMS = {
     "gd_tol": Real(0),
     "lookahead": AnyOf(Options("auto"), Integer(0)),
 }
+#: Most candidate degrees a PPA cross-validates (each is scored in every step's pass).
+MAX_CANDIDATE_DEGREES = 1000
 # fitted attributes that input validation sets at the start of fit
 _VALIDATION_ATTRS = ("n_features_in_", "feature_names_in_")
 
@@ -271,7 +274,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     degree : int or iterable of int, default=(1, 2, 3, 4, 5)
         A fixed polynomial degree for every step, or candidate degrees from which one per step is
         chosen by ``cv``-fold cross-validation, scored from per-fold moments gathered in the
-        step's single pass.
+        step's single pass. At most 1000 candidates: more are refused before any list of them
+        is built.
     cv : int, default=2
         Number of folds for degree selection (2 is the paper's half split). A row's fold depends
         only on ``random_state`` and its global row index, so chunking never changes the result.
@@ -446,12 +450,29 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if isinstance(degree, numbers.Integral) and not isinstance(degree, bool):
             candidates, fixed = [int(degree)], True
         else:
+            # counted before anything is built: range(1, 10**15) is a small object
             try:
-                candidates = list(degree)
+                count = len(degree)
+            except OverflowError:  # (a range longer than sys.maxsize)
+                count = MAX_CANDIDATE_DEGREES + 1
+            except TypeError:  # no length: take one more than allowed, at most
+                count = None
+            if count is not None and count > MAX_CANDIDATE_DEGREES:
+                raise ValueError(
+                    f"degree holds more than {MAX_CANDIDATE_DEGREES} candidate degrees "
+                    f"({degree!r:.60}); at most {MAX_CANDIDATE_DEGREES} are cross-validated"
+                )
+            try:
+                candidates = list(itertools.islice(degree, MAX_CANDIDATE_DEGREES + 1))
             except TypeError:
                 raise TypeError(
                     f"degree must be an int or an iterable of ints, got {degree!r}"
                 ) from None
+            if len(candidates) > MAX_CANDIDATE_DEGREES:
+                raise ValueError(
+                    f"degree holds more than {MAX_CANDIDATE_DEGREES} candidate degrees "
+                    f"({degree!r:.60}); at most {MAX_CANDIDATE_DEGREES} are cross-validated"
+                )
             if not candidates:
                 raise ValueError("degree must not be an empty iterable of candidate degrees")
             if not all(

@@ -70,6 +70,8 @@ from sklearn.base import BaseEstimator, is_classifier
 
 __all__ = [
     "NUMERIC_KINDS",
+    "MAX_TREE_DEPTH",
+    "MAX_RANGE_LENGTH",
     "ModelFileError",
     "ModelFileNotFound",
     "Encoder",
@@ -92,6 +94,12 @@ __all__ = [
 #: dtype kinds held as arrays (bool, signed and unsigned int, float, complex)
 NUMERIC_KINDS = "biufc"
 _SKLEARN = "sklearn."
+
+#: Deepest nesting of an estimator tree (the library writes fewer than 30 levels; each level is
+#: a few frames of recursion in the decoder, far below the interpreter's limit).
+MAX_TREE_DEPTH = 100
+#: Most values a ``range`` in a file may hold (PPA's candidate degrees are a handful).
+MAX_RANGE_LENGTH = 10**6
 
 # name in files -> class, filled by register_estimator (the library's classes at import)
 _REGISTERED: dict[str, type] = {}
@@ -667,13 +675,18 @@ class Decoder:
     def _bad(self, message):
         return ModelFileError(f"{self.path!r}: {message}", "invalid")
 
-    def check(self, node, where="model"):
-        """Validate the whole tree (classes, attribute names, array references) up front, so
-        that nothing is built from a file that fails anywhere."""
+    def check(self, node, where="model", depth=0):
+        """Validate the whole tree (classes, attribute names, array references, the form and
+        size of every value) up front, so that nothing is built from a file that fails
+        anywhere; a tree nested deeper than :data:`MAX_TREE_DEPTH` is refused (never a
+        RecursionError)."""
+        if depth > MAX_TREE_DEPTH:
+            raise self._bad(f"{where}: nested more than {MAX_TREE_DEPTH} levels deep")
         if isinstance(node, list):
             for i, v in enumerate(node):
-                self.check(v, f"{where}[{i}]")
+                self.check(v, f"{where}[{i}]", depth + 1)
         elif isinstance(node, dict):
+            self._check_value_node(node, where)
             if "__estimator__" in node:
                 name = node["__estimator__"]
                 if estimator_class(name) is None:
@@ -738,7 +751,49 @@ class Decoder:
             if "__array__" in node:
                 self.array(node)
             for k, v in node.items():
-                self.check(v, f"{where}.{k}")
+                self.check(v, f"{where}.{k}", depth + 1)
+        elif not (node is None or isinstance(node, (bool, int, float, str))):
+            raise self._bad(f"{where}: unexpected node {node!r}")
+
+    def _check_value_node(self, node, where):
+        """The form of a tagged value (range, tuple, dict, string array, float) before
+        :meth:`value` builds it: what it builds is never larger than the record."""
+        if "__range__" in node:
+            args = node["__range__"]
+            if not (
+                isinstance(args, list)
+                and 1 <= len(args) <= 3
+                and all(isinstance(a, int) and not isinstance(a, bool) for a in args)
+                and (len(args) < 3 or args[2] != 0)
+            ):
+                raise self._bad(f"{where}: a range holds 1 to 3 ints (step not 0), got {args!r}")
+            if len(range(*args)) > MAX_RANGE_LENGTH:
+                raise self._bad(
+                    f"{where}: range{tuple(args)} holds {len(range(*args))} values; files hold "
+                    f"ranges of at most {MAX_RANGE_LENGTH}"
+                )
+        if "__tuple__" in node and not isinstance(node["__tuple__"], list):
+            raise self._bad(f"{where}: a tuple is a JSON list, got {node['__tuple__']!r}")
+        if "__dict__" in node and not isinstance(node["__dict__"], dict):
+            raise self._bad(f"{where}: a dict is a JSON object, got {node['__dict__']!r}")
+        if "__float__" in node:
+            try:
+                float(node["__float__"])
+            except (TypeError, ValueError):
+                raise self._bad(f"{where}: {node['__float__']!r} is not a float") from None
+        if "__str_array__" in node:
+            values, shape = node["__str_array__"], node.get("shape")
+            if not (
+                isinstance(values, list)
+                and all(isinstance(v, str) for v in values)
+                and isinstance(shape, list)
+                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+                and math.prod(shape) == len(values)
+            ):
+                raise self._bad(
+                    f"{where}: a string array holds a list of strings and a shape of as many "
+                    f"values, got shape {shape!r}"
+                )
 
     def array(self, node):
         name = node["__array__"]
@@ -996,8 +1051,10 @@ class Decoder:
             return self.estimator(tree)
         except ModelFileError:
             raise
-        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
             raise self._bad(f"the estimator record is malformed ({exc})") from None
+        except MemoryError:
+            raise self._bad("the estimator does not fit in memory") from None
 
 
 # -------------------------------------------------------------------------------------------

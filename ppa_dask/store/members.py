@@ -54,8 +54,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import numbers
 import os
+import struct
+import tokenize
 import warnings
 import zipfile
 import zlib
@@ -71,13 +74,22 @@ from ppa_dask.store.encoding import (
     seal_matches,
     verify_array,
 )
-from ppa_dask.utils.files import remove_path, temp_sibling, write_text_atomic
+from ppa_dask.utils.files import (
+    MAX_JSON_BYTES,
+    JSONFileError,
+    parse_json,
+    read_json_file,
+    remove_path,
+    temp_sibling,
+    write_text_atomic,
+)
 from ppa_dask.utils.version import VERSION
 
 __all__ = [
     "MEMBER_FORMAT_VERSION",
     "MemberFileWarning",
     "MemberStore",
+    "MemberStoreError",
     "storable",
     "fingerprint",
     "write_member_file",
@@ -90,7 +102,20 @@ _MEMBER_FORMAT = "ppa-dask-member"
 _RECORD = "record.json"
 _OLD_HEADER = "__header__.npy"  # the JSON header of member files before the shared encoder
 # what reading a damaged zip archive or .npy entry raises
-_READ_ERRORS = (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError, KeyError)
+_READ_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    OSError,
+    EOFError,
+    ValueError,
+    KeyError,
+    NotImplementedError,  # an entry compressed by a method zipfile does not know
+    RuntimeError,  # an encrypted entry
+    OverflowError,
+    struct.error,
+    SyntaxError,  # a .npy header that is not a Python literal (numpy parses it)
+    tokenize.TokenError,
+)
 
 
 class MemberFileWarning(UserWarning):
@@ -223,9 +248,23 @@ def _read_record(path, archive):
         raise ModelFileError(
             f"{path!r} is not a ppa-dask member file (no {_RECORD})", "not-a-model"
         )
+    size = archive.getinfo(_RECORD).file_size
+    if size > MAX_JSON_BYTES:  # (before anything is decompressed)
+        raise ModelFileError(
+            f"{path!r} has been tampered with: its {_RECORD} unpacks to {size} bytes, more "
+            f"than the {MAX_JSON_BYTES} a record may hold",
+            "tampered",
+        )
     try:
-        record = json.loads(archive.read(_RECORD).decode("utf-8"))
-    except (*_READ_ERRORS, UnicodeDecodeError) as exc:
+        # zipfile stops at the entry's recorded size, so a lying size cannot read more
+        with archive.open(_RECORD) as f:
+            record = parse_json(f.read(MAX_JSON_BYTES + 1), f"{path}:{_RECORD}")
+    except JSONFileError as exc:
+        raise ModelFileError(
+            f"{path!r} is truncated or damaged: its {_RECORD} cannot be read ({exc.problem})",
+            "truncated",
+        ) from None
+    except _READ_ERRORS as exc:
         raise ModelFileError(
             f"{path!r} is truncated or damaged: its {_RECORD} cannot be read ({exc})", "truncated"
         ) from None
@@ -257,6 +296,52 @@ def _read_record(path, archive):
     return record
 
 
+def _check_npy_entry(path, archive, name, meta):
+    """An array's ``.npy`` entry against the record before its values are read: the header's
+    shape and dtype are the record's, and the entry unpacks to exactly the header and those
+    values (so reading it allocates what the record says, and no more is decompressed)."""
+    entry = f"{name}.npy"
+
+    def refuse(what):
+        raise ModelFileError(
+            f"{path!r} has been tampered with: array {name!r} ({entry}) {what}", "tampered"
+        )
+
+    shape = meta.get("shape") if isinstance(meta, dict) else None
+    if not (
+        isinstance(shape, list)
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+    ):
+        refuse(f"has no shape in the record ({meta!r:.200})")
+    size = archive.getinfo(entry).file_size
+    try:
+        with archive.open(entry) as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                found = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                found = np.lib.format.read_array_header_2_0(f)
+            else:
+                found = None
+            start = f.tell()
+    except _READ_ERRORS as exc:
+        raise ModelFileError(
+            f"{path!r} is truncated or damaged: array {name!r} cannot be read ({exc})",
+            "truncated",
+        ) from None
+    if found is None:
+        refuse(f"is in .npy format version {version}, not 1.0 or 2.0")
+    header_shape, _, dtype = found
+    if list(header_shape) != shape or dtype.str != meta.get("dtype"):
+        refuse(
+            f"has shape {list(header_shape)} and dtype {dtype.str} in its header, its record "
+            f"says {shape} and {meta.get('dtype')}"
+        )
+    expected = start + math.prod(shape) * dtype.itemsize
+    if size != expected:
+        refuse(f"unpacks to {size} bytes, not the {expected} of its header and values")
+
+
 def _read_arrays(path, archive, record):
     arrays = {}
     names = set(archive.namelist())
@@ -266,9 +351,15 @@ def _read_arrays(path, archive, record):
                 f"{path!r} is truncated: array {name!r} listed in its record is missing",
                 "truncated",
             )
+        _check_npy_entry(path, archive, name, meta)
         try:
             with archive.open(f"{name}.npy") as f:
                 a = np.lib.format.read_array(f, allow_pickle=False)
+        except MemoryError:
+            raise ModelFileError(
+                f"{path!r}: array {name!r} of shape {meta.get('shape')} does not fit in memory",
+                "invalid",
+            ) from None
         except _READ_ERRORS as exc:
             raise ModelFileError(
                 f"{path!r} is truncated or damaged: array {name!r} cannot be read ({exc})",
@@ -347,6 +438,32 @@ def _current_identity(identity):
     return identity
 
 
+class MemberStoreError(ValueError):
+    """A member store's directory that cannot be used: its ``manifest.json`` cannot be read
+    (damaged, too large, not a JSON object) or describes a different fit. Nothing in the
+    directory is changed; name a new directory (or empty this one)."""
+
+
+def _read_manifest(folder, manifest):
+    """The identity a store's manifest records (read within the bounds of
+    :func:`~ppa_dask.utils.files.read_json_file`); MemberStoreError when it cannot be read."""
+    try:
+        identity = read_json_file(manifest)
+    except (OSError, JSONFileError) as exc:
+        problem = getattr(exc, "problem", None) or getattr(exc, "strerror", None) or exc
+        raise MemberStoreError(
+            f"the member store {folder!r} cannot be used: its manifest {manifest!r} cannot be "
+            f"read ({problem}); pass a new directory or empty this one"
+        ) from None
+    if not isinstance(identity, dict):
+        raise MemberStoreError(
+            f"the member store {folder!r} cannot be used: its manifest {manifest!r} holds a "
+            f"JSON {type(identity).__name__} ({identity!r:.80}), not the JSON object of a fit; "
+            "pass a new directory or empty this one"
+        )
+    return _current_identity(identity)
+
+
 class MemberStore:
     """The members of one ensemble fit, in a directory (see the module docstring).
 
@@ -375,8 +492,7 @@ class MemberStore:
         os.makedirs(self.path, exist_ok=True)
         manifest = os.path.join(self.path, "manifest.json")
         if os.path.exists(manifest):
-            with open(manifest) as f:
-                existing = _current_identity(json.load(f))
+            existing = _read_manifest(self.path, manifest)
             if existing == self.identity and not _same_text(manifest, self.identity):
                 # a store written before 0.2 names its ensemble by module path: same fit,
                 # recorded again in the current form (its member files are refitted on load)
@@ -387,7 +503,7 @@ class MemberStore:
                     for k in set(existing) | set(self.identity)
                     if existing.get(k) != self.identity.get(k)
                 )
-                raise ValueError(
+                raise MemberStoreError(
                     f"the member store {self.path!r} holds members of a different fit (it "
                     f"differs in {differ}); pass a new directory or empty this one."
                 )

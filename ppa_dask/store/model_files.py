@@ -34,6 +34,7 @@ scikit-learn classes name ``"PPA"`` (or another registered name) and read as the
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -56,9 +57,8 @@ from ppa_dask.store.results import (
     local_path,
     move_into_place,
     written_by_us,
-    zarr_node_type,
 )
-from ppa_dask.utils.files import remove_path, temp_sibling
+from ppa_dask.utils.files import JSONFileError, read_json_file, remove_path, temp_sibling
 from ppa_dask.utils.version import VERSION
 
 __all__ = [
@@ -152,28 +152,45 @@ def _is_model_dir(path):
     return written_by_us(path, "group", _MODEL_FORMAT)
 
 
-def _read_record(path):
-    """Open a model file and return (group, verified record); raises ModelFileError."""
-    import zarr
+#: Largest ``zarr.json`` of one array of a model file (the library writes about 600 bytes).
+MAX_ARRAY_METADATA_BYTES = 2**20
+#: Most dimensions of an array of a model file (NumPy's own limit).
+_MAX_NDIM = 64
 
+
+def _read_record(path):
+    """The verified record of a model file; raises ModelFileError.
+
+    The group's ``zarr.json`` is read within the bounds of
+    :func:`~ppa_dask.utils.files.read_json_file` (size, nesting) before it is parsed."""
     path = local_path(path)
     if not os.path.exists(path):
         raise ModelFileNotFound(f"no model file at {path!r}")
-    if zarr_node_type(path) is None:
+    try:
+        meta = read_json_file(os.path.join(path, "zarr.json"))
+    except (FileNotFoundError, NotADirectoryError):
+        meta = None
+    except (OSError, JSONFileError) as exc:
+        raise ModelFileError(
+            f"{path!r} is not a ppa-dask model file: its Zarr metadata zarr.json cannot be read "
+            f"({getattr(exc, 'problem', exc)})",
+            "not-a-model",
+        ) from None
+    if not isinstance(meta, dict) or meta.get("node_type") is None:
         raise ModelFileError(
             f"{path!r} is not a ppa-dask model file (no readable Zarr metadata zarr.json)",
             "not-a-model",
         )
-    try:
-        group = zarr.open_group(path, mode="r")
-    except Exception as exc:
+    attrs = meta.get("attributes")
+    record = attrs.get(ATTRS_KEY) if isinstance(attrs, dict) else None
+    if (
+        meta.get("node_type") != "group"
+        or meta.get("zarr_format") != 3
+        or not isinstance(record, dict)
+        or record.get("format") != _MODEL_FORMAT
+    ):
         raise ModelFileError(
-            f"{path!r} is not a ppa-dask model file (not a Zarr group: {exc})", "not-a-model"
-        ) from None
-    record = group.attrs.get(ATTRS_KEY)
-    if not isinstance(record, dict) or record.get("format") != _MODEL_FORMAT:
-        raise ModelFileError(
-            f"{path!r} is a Zarr group but not a ppa-dask model file (no "
+            f"{path!r} is not a ppa-dask model file (no Zarr v3 group with "
             f"attrs[{ATTRS_KEY!r}]['format'] == {_MODEL_FORMAT!r})",
             "not-a-model",
         )
@@ -195,15 +212,134 @@ def _read_record(path):
             "SHA-256 checksum",
             "tampered",
         )
-    return path, group, record
+    return path, record
 
 
-def _read_arrays(path, group, record):
-    """Read and verify every array listed in the record."""
+def _dtype_or_none(name):
+    """The NumPy dtype a string names, or None (for anything else, never an error)."""
+    if not isinstance(name, str):
+        return None
+    try:
+        return np.dtype(name)
+    except (TypeError, ValueError):
+        return None
+
+
+def _recorded_layout(path, name, meta):
+    """Shape and dtype of an array as the (sealed) record gives them, checked to be an array
+    a model file can hold: a list of at most 64 sizes >= 0 and a numeric dtype."""
+    shape = meta.get("shape") if isinstance(meta, dict) else None
+    dtype = meta.get("dtype") if isinstance(meta, dict) else None
+    dtype = _dtype_or_none(dtype)
+    if not (
+        isinstance(shape, list)
+        and len(shape) <= _MAX_NDIM
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+        and dtype is not None
+        and dtype.kind in NUMERIC_KINDS
+    ):
+        raise ModelFileError(
+            f"{path!r}: the record's entry for array {name!r} is not a shape and a numeric "
+            f"dtype ({meta!r:.200})",
+            "tampered",
+        )
+    return tuple(shape), dtype
+
+
+def _check_layout(path, name, zmeta, shape, dtype):
+    """The array's Zarr metadata against its record, before any chunk is read: the same shape
+    and element type, and the one layout :func:`save_model` writes (a single chunk of the
+    whole array, the bytes codec, at most zstd compression). Returns the compressor's name (or
+    None) and the chunk's key."""
+
+    def refuse(what):
+        raise ModelFileError(
+            f"{path!r} has been tampered with: array {name!r} {what}", "tampered"
+        ) from None
+
+    if not isinstance(zmeta, dict) or zmeta.get("node_type") != "array":
+        refuse("has no Zarr v3 array metadata")
+    if zmeta.get("zarr_format") != 3:
+        refuse(f"is a Zarr format {zmeta.get('zarr_format')!r} array, not 3")
+    if zmeta.get("shape") != list(shape):
+        refuse(
+            f"has shape {zmeta.get('shape')!r:.100} in its zarr.json, its record says {list(shape)}"
+        )
+    stored = _dtype_or_none(zmeta.get("data_type"))
+    if stored is None:
+        refuse(f"has data_type {zmeta.get('data_type')!r:.100}, not a numeric dtype")
+    if stored.kind != dtype.kind or stored.itemsize != dtype.itemsize:
+        refuse(
+            f"has data_type {zmeta.get('data_type')!r} in its zarr.json, its record says {dtype.str}"
+        )
+    chunks = [max(n, 1) for n in shape]
+    grid = {"name": "regular", "configuration": {"chunk_shape": chunks}}
+    if zmeta.get("chunk_grid") != grid:
+        refuse(
+            f"has the chunk grid {zmeta.get('chunk_grid')!r:.200}; model files hold each array "
+            f"as one chunk of its shape {chunks}"
+        )
+    keys = zmeta.get("chunk_key_encoding")
+    if keys not in ({"name": "default"}, {"name": "default", "configuration": {"separator": "/"}}):
+        refuse(f"has the chunk key encoding {keys!r:.200}, not the default one")
+    if zmeta.get("storage_transformers", []) != []:
+        refuse("has storage transformers; model files use none")
+    codecs = zmeta.get("codecs")
+    names = [c.get("name") if isinstance(c, dict) else None for c in codecs or []]
+    if not isinstance(codecs, list) or names not in (["bytes"], ["bytes", "zstd"]):
+        refuse(
+            f"is stored with the codecs {names!r:.200}; model files use the bytes codec and at "
+            "most zstd compression"
+        )
+    return (names[1] if len(names) > 1 else None), "/".join(["c"] + ["0"] * len(shape))
+
+
+def _check_chunk(path, name, folder, compressor, key, nbytes):
+    """The one chunk of an array holds at most its ``nbytes`` once decompressed: checked by
+    decompressing it into a buffer of that size (zstd refuses a frame that would need more)
+    before Zarr reads it. A missing chunk reads as the fill value (the checksum decides)."""
+    from numcodecs import zstd
+
+    chunk = os.path.join(folder, *key.split("/"))
+    if not os.path.isfile(chunk):
+        return
+    size = os.path.getsize(chunk)
+    # zstd never makes data larger than this (its compress bound, rounded up)
+    limit = nbytes if compressor is None else nbytes + nbytes // 128 + 4096
+    if size > limit:
+        raise ModelFileError(
+            f"{path!r} has been tampered with: chunk {key} of array {name!r} is {size} bytes, "
+            f"more than its {nbytes} bytes of values could take",
+            "tampered",
+        )
+    if compressor is None:
+        return
+    with open(chunk, "rb") as f:
+        data = f.read(limit + 1)
+    try:
+        zstd.decompress(data, bytearray(nbytes))
+    except (ValueError, RuntimeError) as exc:
+        raise ModelFileError(
+            f"{path!r} is truncated or damaged: array {name!r} cannot be read: its chunk {key} "
+            f"does not decompress into the {nbytes} bytes its record gives ({exc})",
+            "truncated",
+        ) from None
+
+
+def _read_arrays(path, record):
+    """Read and verify every array listed in the record; each array's Zarr metadata and chunk
+    are checked against the record before Zarr reads them (see :func:`_check_layout`)."""
+    import zarr
+
     listed = record.get("arrays")
     if not isinstance(listed, dict):
         raise ModelFileError(f"{path!r}: the record has no array table", "tampered")
-    present = set(group.array_keys())
+    try:
+        entries = os.listdir(path)
+    except OSError as exc:
+        raise ModelFileError(f"{path!r} cannot be listed ({exc})", "truncated") from None
+    # every Zarr node inside (a folder holding zarr.json): listed without reading any of them
+    present = {e for e in entries if os.path.isfile(os.path.join(path, e, "zarr.json"))}
     extra = sorted(present - set(listed))
     if extra:
         raise ModelFileError(
@@ -216,21 +352,27 @@ def _read_arrays(path, group, record):
                 f"{path!r} is truncated: array {name!r} listed in its record is missing",
                 "truncated",
             )
+        shape, dtype = _recorded_layout(path, name, meta)
+        folder = os.path.join(path, name)
         try:
-            z = group[name]
-            dtype = np.dtype(z.dtype).str
-        except Exception as exc:
+            zmeta = read_json_file(os.path.join(folder, "zarr.json"), MAX_ARRAY_METADATA_BYTES)
+        except (OSError, JSONFileError) as exc:
             raise ModelFileError(
-                f"{path!r} is truncated or damaged: array {name!r} cannot be opened ({exc})",
+                f"{path!r} is truncated or damaged: the metadata {name}/zarr.json of array "
+                f"{name!r} cannot be read ({getattr(exc, 'problem', exc)})",
                 "truncated",
             ) from None
-        if np.dtype(dtype).kind not in NUMERIC_KINDS:  # never read what is not numbers
-            raise ModelFileError(
-                f"{path!r}: array {name!r} has dtype {dtype}; model files hold numeric arrays only",
-                "tampered",
-            )
+        compressor, key = _check_layout(path, name, zmeta, shape, dtype)
+        nbytes = math.prod(max(n, 1) for n in shape) * dtype.itemsize
+        _check_chunk(path, name, folder, compressor, key, nbytes)
         try:
-            a = np.asarray(z[...])
+            a = np.asarray(zarr.open_array(folder, mode="r", zarr_format=3)[...])
+        except MemoryError:
+            raise ModelFileError(
+                f"{path!r}: array {name!r} of shape {list(shape)} ({nbytes} bytes) does not "
+                "fit in memory",
+                "invalid",
+            ) from None
         except Exception as exc:
             raise ModelFileError(
                 f"{path!r} is truncated or damaged: array {name!r} cannot be read ({exc})",
@@ -262,8 +404,8 @@ def load_model(path):
         the allow-list, or holding fitted attributes that the class's ``check_fitted_state``
         refuses (``reason`` says which). Nothing is built before the file's checks pass.
     """
-    path, group, record = _read_record(path)
-    arrays = _read_arrays(path, group, record)
+    path, record = _read_record(path)
+    arrays = _read_arrays(path, record)
     model = Decoder(path, arrays).build(record.get("estimator"))
     _check_fitted_states(path, model, "model")
     return model
@@ -308,8 +450,8 @@ def model_info(path):
         ``fitted`` (attribute name -> ``{"shape", "dtype"}`` for arrays, the value otherwise,
         for the top-level estimator) and ``arrays`` (name -> shape, dtype, sha256).
     """
-    path, group, record = _read_record(path)
-    arrays = _read_arrays(path, group, record)
+    path, record = _read_record(path)
+    arrays = _read_arrays(path, record)
     decoder = Decoder(path, arrays)
     tree = record.get("estimator")
     if not isinstance(tree, dict) or "__estimator__" not in tree:

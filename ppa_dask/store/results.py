@@ -44,7 +44,7 @@ import numpy as np
 from ppa_dask.store import formats
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.compute import uses_local_scheduler
-from ppa_dask.utils.files import remove_path, temp_sibling
+from ppa_dask.utils.files import read_json_file, remove_path, temp_sibling
 from ppa_dask.utils.version import VERSION
 
 __all__ = [
@@ -114,12 +114,18 @@ def zarr_node_type(path):
     >>> zarr_node_type(tempfile.mkdtemp()) is None
     True
     """
-    meta = os.path.join(path, "zarr.json")
+    meta = _zarr_metadata(path)
+    return meta.get("node_type") if meta is not None else None
+
+
+def _zarr_metadata(path):
+    """The JSON object of a local node's ``zarr.json``, read within the bounds of
+    :func:`~ppa_dask.utils.files.read_json_file`; None when absent or not such an object."""
     try:
-        with open(meta) as f:
-            return json.load(f).get("node_type")
+        meta = read_json_file(os.path.join(path, "zarr.json"))
     except (OSError, ValueError):
         return None
+    return meta if isinstance(meta, dict) else None
 
 
 def check_target(path, overwrite, replaceable, what):
@@ -226,11 +232,11 @@ def _result_marker(complete, extra=None):
 def written_by_us(path, node_type, file_format):
     """Whether ``path`` is a local Zarr ``node_type`` ("array" / "group") whose record says
     this library wrote it as ``file_format``: only such a node may be replaced on overwrite."""
-    if zarr_node_type(path) != node_type:
+    meta = _zarr_metadata(path)
+    if meta is None or meta.get("node_type") != node_type:
         return False
-    with open(os.path.join(path, "zarr.json")) as f:
-        attrs = json.load(f).get("attributes", {})
-    record = attrs.get(ATTRS_KEY)
+    attrs = meta.get("attributes")
+    record = attrs.get(ATTRS_KEY) if isinstance(attrs, dict) else None
     return isinstance(record, dict) and record.get("format") == file_format
 
 
@@ -286,8 +292,7 @@ def stale_temporaries(path):
     for name in names:
         folder = os.path.join(parent, name)
         try:
-            with open(os.path.join(folder, WRITER_FILE)) as f:
-                record = json.load(f)
+            record = read_json_file(os.path.join(folder, WRITER_FILE))
         except (OSError, ValueError):
             continue
         if not isinstance(record, dict):

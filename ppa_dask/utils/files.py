@@ -1,8 +1,15 @@
-"""Atomic file writes: a file or folder appears at its path complete, or not at all.
+"""Atomic file writes, and bounded reads of the JSON files the package reads back.
 
 Everything the package writes goes to a hidden temporary sibling first and is renamed into place
 (a rename within one folder is atomic on POSIX file systems), so a process killed mid-write
 never leaves a partial file at the target path.
+
+A JSON file read back (a model file's metadata, a member file's record, a member store's
+manifest, a run folder's records) may be damaged or forged, so :func:`read_json_file` and
+:func:`parse_json` bound what reading it can cost before anything is parsed: at most
+``max_bytes`` (:data:`MAX_JSON_BYTES` by default) of strict UTF-8, nested at most
+``max_depth`` (:data:`MAX_JSON_DEPTH`) lists and objects deep. Everything that goes wrong is a
+:class:`JSONFileError` naming the file, which each reader turns into its own documented error.
 """
 
 from __future__ import annotations
@@ -12,7 +19,33 @@ import os
 import shutil
 import uuid
 
-__all__ = ["remove_path", "temp_sibling", "write_json_atomic", "write_text_atomic"]
+__all__ = [
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
+    "JSONFileError",
+    "parse_json",
+    "read_json_file",
+    "remove_path",
+    "temp_sibling",
+    "write_json_atomic",
+    "write_text_atomic",
+]
+
+#: Largest JSON file read back (bytes): the largest record the library writes is a few hundred
+#: KB (an ensemble of many members); parsing 16 MiB costs well under a second and 200 MB.
+MAX_JSON_BYTES = 16 * 2**20
+#: Deepest nesting of lists and objects read back: the library writes fewer than 30 levels (an
+#: ensemble of pipelines), and every reader of the tree recurses once per level.
+MAX_JSON_DEPTH = 100
+
+
+class JSONFileError(ValueError):
+    """A JSON file that cannot be read within the bounds (too large, not UTF-8, not JSON, nested
+    too deep); the message names the file, ``problem`` says what is wrong with it."""
+
+    def __init__(self, name, problem):
+        super().__init__(f"{name}: {problem}")
+        self.name, self.problem = name, problem
 
 
 def temp_sibling(path, tag="tmp"):
@@ -65,3 +98,77 @@ def write_json_atomic(path, obj, indent=2, sort_keys=False, default=None):
     """Write ``obj`` as JSON (with a final newline) atomically; see :func:`write_text_atomic`."""
     text = json.dumps(obj, indent=indent, sort_keys=sort_keys, default=default) + "\n"
     write_text_atomic(path, text)
+
+
+def _depth_exceeds(obj, max_depth):
+    """Whether ``obj`` nests lists/dicts more than ``max_depth`` deep (walked level by level,
+    without recursion)."""
+    level, depth = [obj] if isinstance(obj, (list, dict)) else [], 0
+    while level:
+        depth += 1
+        if depth > max_depth:
+            return True
+        below = []
+        for node in level:
+            values = node.values() if isinstance(node, dict) else node
+            below.extend(v for v in values if isinstance(v, (list, dict)))
+        level = below
+    return False
+
+
+def parse_json(data, name, max_bytes=MAX_JSON_BYTES, max_depth=MAX_JSON_DEPTH):
+    """Parse the JSON text ``data`` (bytes) of the file ``name`` within the bounds.
+
+    Raises
+    ------
+    JSONFileError
+        More than ``max_bytes``, not UTF-8, not JSON, or nested deeper than ``max_depth``.
+
+    Examples
+    --------
+    >>> parse_json(b'{"a": [1, 2]}', "f.json")
+    {'a': [1, 2]}
+    >>> parse_json(b"[" * 200 + b"]" * 200, "f.json")
+    Traceback (most recent call last):
+    ...
+    ppa_dask.utils.files.JSONFileError: f.json: nested more than 100 lists/objects deep
+    """
+    if len(data) > max_bytes:
+        raise JSONFileError(name, f"larger than the {max_bytes} bytes a JSON record may hold")
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JSONFileError(name, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        obj = json.loads(text)
+    except RecursionError:  # (json's own limit, near the interpreter's recursion limit)
+        raise JSONFileError(name, f"nested more than {max_depth} lists/objects deep") from None
+    except ValueError as exc:  # JSONDecodeError, and integers of more digits than allowed
+        raise JSONFileError(name, f"not valid JSON ({exc})") from None
+    if _depth_exceeds(obj, max_depth):
+        raise JSONFileError(name, f"nested more than {max_depth} lists/objects deep")
+    return obj
+
+
+def read_json_file(path, max_bytes=MAX_JSON_BYTES, max_depth=MAX_JSON_DEPTH):
+    """Read the JSON file at ``path`` within the bounds of :func:`parse_json` (its size is
+    checked before anything is read). OSError (FileNotFoundError, ...) passes through.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "r.json")
+    >>> write_json_atomic(p, {"stages": []})
+    >>> read_json_file(p)
+    {'stages': []}
+    >>> read_json_file(p, max_bytes=8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ppa_dask.utils.files.JSONFileError: .../r.json: larger than the 8 bytes a JSON record may hold
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size > max_bytes:
+            raise JSONFileError(path, f"larger than the {max_bytes} bytes a JSON record may hold")
+        data = f.read(max_bytes + 1)  # (a file growing meanwhile is still bounded)
+    return parse_json(data, path, max_bytes, max_depth)

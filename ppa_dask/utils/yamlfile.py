@@ -5,20 +5,44 @@ sets ``degree`` twice runs with whichever came last. :class:`StrictLoader` is ``
 (plain data only: nothing a file names is imported or run) that refuses a duplicate key instead,
 naming the file, the key and both lines. Keys brought in by a merge (``<<: *defaults``) may be
 overridden, as YAML intends.
+
+A configuration file may be anything, so reading one is bounded before and after parsing: at
+most :data:`MAX_YAML_BYTES` of text, no nesting so deep that the parser would run out of stack,
+and at most :data:`MAX_YAML_NODES` values once aliases are expanded (a few lines of anchors and
+aliases can stand for billions of values, and every reader of the configuration walks them
+all). Each is refused with a :class:`YAMLFileError` naming the file.
 """
 
 from __future__ import annotations
 
+import io
 import os
 
 import yaml
 
-__all__ = ["DuplicateKeyError", "StrictLoader", "load_yaml", "read_yaml_file"]
+__all__ = [
+    "MAX_YAML_BYTES",
+    "MAX_YAML_NODES",
+    "YAMLFileError",
+    "DuplicateKeyError",
+    "StrictLoader",
+    "load_yaml",
+    "read_yaml_file",
+]
+
+#: Largest configuration file read (pipeline and cluster files are a few KB).
+MAX_YAML_BYTES = 2**20
+#: Most values a configuration may hold with its aliases expanded.
+MAX_YAML_NODES = 10**5
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class DuplicateKeyError(yaml.YAMLError, ValueError):
+class YAMLFileError(yaml.YAMLError, ValueError):
+    """A configuration file refused by this reader (the message names the file and why)."""
+
+
+class DuplicateKeyError(YAMLFileError):
     """A mapping of a YAML document holds the same key twice (the message names file, key, lines)."""
 
 
@@ -64,7 +88,41 @@ def load_yaml(stream):
     ...
     ppa_dask.utils.yamlfile.DuplicateKeyError: YAML document: duplicate key 'a' on line 3 ...
     """
-    return yaml.load(stream, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    name = getattr(stream, "name", None)
+    text = stream if isinstance(stream, str) else stream.read(MAX_YAML_BYTES + 1)
+    where = name if isinstance(name, str) else "YAML document"
+    if len(text) > MAX_YAML_BYTES:
+        raise YAMLFileError(
+            f"{where}: larger than the {MAX_YAML_BYTES} characters a configuration file may hold"
+        )
+    buffer = io.StringIO(text)
+    buffer.name = name if isinstance(name, str) else "<unicode string>"  # named in the marks
+    try:
+        value = yaml.load(buffer, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except RecursionError:
+        raise YAMLFileError(f"{where}: nested too deep to be a configuration") from None
+    if _exceeds(value, MAX_YAML_NODES):
+        raise YAMLFileError(
+            f"{where}: holds more than {MAX_YAML_NODES} values once its aliases are expanded"
+        )
+    return value
+
+
+def _exceeds(value, limit):
+    """Whether ``value`` holds more than ``limit`` values counted as its readers walk it (an
+    object reached twice through aliases counted twice; a cycle never ends, so it exceeds)."""
+    stack, count = [value], 0
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > limit:
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple, set)):
+            stack.extend(node)
+    return False
 
 
 def read_yaml_file(path):
