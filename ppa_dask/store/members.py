@@ -32,7 +32,12 @@ file it cannot use, checked before anything is built: damaged or truncated (``"t
 ``"tampered"``), naming a class outside the allow-list (``"unknown-class"``), written by a newer
 ppa-dask (``"future-version"``), holding another member than the caller expects
 (``"mismatch"``) or in the layout of earlier versions (``"old-format"``).
-:meth:`MemberStore.load_usable`, which the ensembles use, turns each of these into a
+Reading is bounded before anything is unpacked: ``record.json`` by its ``ZipInfo.file_size``
+(at most 16 MiB, parsed within 100 levels), each ``.npy`` entry by its header, whose shape and
+dtype must be the record's and whose entry must be exactly the header plus those values; a
+member store's ``manifest.json`` that cannot be read within the same bounds, or is not a JSON
+object, raises :class:`MemberStoreError`. :meth:`MemberStore.load_usable`, which the ensembles
+use, turns each of these into a
 :class:`MemberFileWarning` naming the file and returns None, so that the member is fitted again
 and its file rewritten: a member is a function of the ensemble's seed, so the refit is the same
 member.

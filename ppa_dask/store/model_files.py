@@ -25,6 +25,13 @@ fitted attributes inconsistent with the parameters or each other (``"invalid"``)
 detect damage and edits; they are not a signature (whoever can write the file can also rewrite
 its checksums), but a forged file can only hold wrong numbers, never run code.
 
+Reading a file costs little whatever it holds: the group's ``zarr.json`` is read within the
+bounds of :func:`~ppa_dask.utils.files.read_json_file` (16 MiB, 100 levels), and each array's
+``zarr.json`` is checked against the sealed record (shape, dtype, one chunk of the whole array,
+the bytes codec and at most zstd) and its chunk decompressed into a buffer of the record's size
+before Zarr reads it; a metadata or compression bomb is refused (``"tampered"`` /
+``"truncated"``) before anything of its claimed size is allocated.
+
 Files are written to a hidden temporary sibling (``.<name>.tmp-<random>``) and renamed into place
 once complete, so an interrupted save never leaves a file at the target path.
 
