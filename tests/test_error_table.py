@@ -62,6 +62,11 @@ class Fixtures(dict):
         write_array(np.random.default_rng(0).normal(size=(200, 4)), path)
         return path
 
+    def make_vector(self):
+        path = self.root / "vector.zarr"
+        write_array(np.arange(100.0), path)
+        return path
+
     def make_strings(self):
         path = self.root / "strings.zarr"
         zarr.create_array(str(path), shape=(10, 3), dtype=str).__setitem__(

@@ -28,7 +28,9 @@ Adding a command: write ``_add_<name>(subparsers)``, which creates the sub-parse
 ``_COMMANDS``.
 
 Exit codes: 0 on success, 2 on bad arguments or bad input (one line ``ppa-dask: error: ...``
-on stderr; the library's ``ValueError`` messages are reported that way), 130 when interrupted.
+on stderr; the library's ``ValueError`` messages are reported that way) and on a fault around
+the command (scheduler lost, disk full, ...: one line of what failed and what was kept,
+:mod:`ppa_dask.app.faults`), 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import sys
 import numpy as np
 
 from ppa_dask import store
-from ppa_dask.app import bench, demo
+from ppa_dask.app import bench, demo, faults
 from ppa_dask.app.cluster import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_WORKER_TIMEOUT,
@@ -341,6 +343,7 @@ def run_run(args, stream=None):
     progress = Reporter(stream)
     run = Run(config, output=args.output, stream=stream, force=args.force, clock=progress.start)
     run.check_folder()  # a folder that is not ours is refused before a cluster starts
+    args.run = run  # a fault's line names the stages it kept (faults.fault_line)
     progress.say(f"ppa-dask run {args.pipeline}")
     with command_session(args, progress, cluster_file=cluster_file):
         root = run.execute()
@@ -413,8 +416,13 @@ def _open_data(path, variable=None, feature_dim=None):
     """A Zarr input as a Dask array, or as a DataArray when ``feature_dim`` is given."""
     if feature_dim is None:
         X = store.open_input(path, variable=variable)
+        where = f"{path!r}" + (f" variable {variable!r}" if variable else "")
+        if X.ndim != 2:
+            raise CommandError(
+                f"INPUT {where} is a {X.ndim}-D array of shape {tuple(X.shape)}; ppa-dask "
+                "needs a 2-D array of samples x features (or, with --feature-dim, a cube)"
+            )
         if X.dtype.kind not in "biuf":
-            where = f"{path!r}" + (f" variable {variable!r}" if variable else "")
             raise CommandError(
                 f"INPUT {where} holds dtype {X.dtype}; ppa-dask needs numbers (integer, float "
                 "or bool)"
@@ -711,7 +719,7 @@ def _apply(args, stream, what):
                     columns = list(names_in)  # the model's columns, by name
                 found = _file_input(args.input, None, None, columns)
                 if found is None:
-                    X = store.open_input(args.input, variable=args.variable)
+                    X = _open_data(args.input, args.variable)
                 else:
                     X = found[0]
                 if what == "transform":
@@ -884,19 +892,23 @@ def main(argv=None) -> int:
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     args.argv = [PROG, *argv]
+    before = faults.outputs_present(args)
     try:
-        return int(args.func(args) or 0)
+        with faults.quiet_fault_tracebacks():
+            return int(args.func(args) or 0)
     except (CommandError, ValueError) as exc:
         # includes the pipeline, cluster-file and model-file errors (ValueError subclasses)
         return _error(exc)
-    except (
-        FileNotFoundError,
-        FileExistsError,
-        IsADirectoryError,
-        NotADirectoryError,
-        PermissionError,
-    ) as exc:
+    except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError) as exc:
         return _error(exc)
+    except Exception as exc:
+        # a fault around the command (scheduler or connection lost, a worker killed beyond the
+        # retries, the disk full, permission lost, a remote read cut): one line saying what
+        # failed and what was kept; anything else is a bug and keeps its traceback
+        line = faults.fault_line(exc, args, before)
+        if line is None:
+            raise
+        return _error(line)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
         return 130

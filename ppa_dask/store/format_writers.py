@@ -16,8 +16,13 @@ so an existing CSV is never replaced.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import re
+import shutil
+import sys
 import threading
 
 import numpy as np
@@ -247,7 +252,76 @@ def _write_netcdf(obj, tmp, like, name, what):
         if chunks:
             # storage chunks = Dask chunks, so reading the file back is chunk-aligned
             encoding[v] = {"chunksizes": tuple(max(int(c[0]), 1) for c in chunks)}
-    ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding, compute=True)
+    with _hdf5_write_errors(tmp):
+        ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding, compute=True)
+
+
+def _cube_bytes(obj, fmt):
+    """The bytes a cube file holds at least: its values, uncompressed (GeoTIFF as float64)."""
+    import xarray as xr
+
+    if fmt == "geotiff":
+        return int(obj.size) * 8
+    arrays = obj.variables.values() if isinstance(obj, xr.Dataset) else [obj, *obj.coords.values()]
+    return sum(int(a.size) * a.dtype.itemsize for a in arrays)
+
+
+def _check_room(nbytes, path):
+    """Refuse a file that cannot fit on its device or under the process's file-size limit,
+    before writing: HDF5 (NetCDF) and libtiff (GeoTIFF) report a failed write where it cannot
+    be caught cleanly (inside h5py's ``__dealloc__``, or printed by GDAL), and HDF5 can leave
+    a file with holes that looks whole. :func:`_hdf5_write_errors` catches a disk that fills
+    during the write."""
+    folder = os.path.dirname(os.path.abspath(path))
+    free = shutil.disk_usage(folder).free
+    if nbytes > free:
+        raise OSError(
+            errno.ENOSPC,
+            f"No space left on device (the file needs {nbytes / 1e6:.1f} MB, the device has "
+            f"{free / 1e6:.1f} MB free)",
+            path,
+        )
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft != resource.RLIM_INFINITY and nbytes > soft:
+        raise OSError(
+            errno.EFBIG,
+            f"File too large (the file needs {nbytes / 1e6:.1f} MB, the process may write "
+            f"files up to {soft / 1e6:.1f} MB: RLIMIT_FSIZE)",
+            path,
+        )
+
+
+@contextlib.contextmanager
+def _hdf5_write_errors(path):
+    """Raise the write errors HDF5 reports while h5py releases the file.
+
+    h5py writes the last buffered data when it drops its file id, inside a ``__dealloc__``
+    whose exceptions Python only prints ("Exception ignored in"): a full disk would leave a
+    file with holes where data should be, renamed into place as if whole. The error is caught
+    from ``sys.unraisablehook`` and raised as the ``OSError`` (errno, ``path``) HDF5 named.
+    """
+    seen = []
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        text = str(unraisable.exc_value)
+        found = re.search(r"errno = (\d+)", text)
+        if isinstance(unraisable.exc_value, RuntimeError) and "write failed" in text:
+            seen.append(int(found.group(1)) if found else errno.EIO)
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+    if seen:
+        raise OSError(seen[0], os.strerror(seen[0]), path)
 
 
 def write_cube(obj, path, like=None, *, name=None, overwrite=False, what="components"):
@@ -310,6 +384,7 @@ def write_cube(obj, path, like=None, *, name=None, overwrite=False, what="compon
         raise ValueError(f"{path!r}: a GeoTIFF holds one array; write a Dataset as NetCDF (.nc)")
     if fmt == "geotiff":
         _check_spatial(obj)
+    _check_room(_cube_bytes(obj, fmt), path)
     tmp = temp_sibling(path)
     try:
         if fmt == "geotiff":
