@@ -14,6 +14,7 @@ import numpy as np
 
 from ppa_dask import PPA
 from ppa_dask.datasets import make_cube
+from ppa_dask.plotting import robust_limits
 
 cube = make_cube(n_bands=16, ny=64, nx=64, random_state=0)  # numpy-backed; chunks= for Dask
 refl = cube["reflectance"]  # (band, y, x)
@@ -25,7 +26,9 @@ print(comps.dims, comps.shape, "degrees:", model.degrees_)
 # %%
 # The first three PPA components beside the true latent fields. Each component follows mostly
 # one field (the absolute correlations over the cloud-free pixels are printed below); the cloud
-# gaps are white.
+# gaps are white. The colour scales run from the 2nd to the 98th percentile of each image
+# (:func:`ppa_dask.plotting.robust_limits`, as the pipelines' component plots), so a few
+# extreme pixels do not flatten the rest.
 
 values = comps.values.reshape(3, -1)
 clear = np.isfinite(values[0])
@@ -36,7 +39,9 @@ for name in ["vegetation", "moisture", "illumination"]:
 
 fig, axes = plt.subplots(2, 3, figsize=(10, 6.5))
 for i, ax in enumerate(axes[0]):
-    im = ax.imshow(comps.isel(component=i).values, cmap="viridis")
+    image = comps.isel(component=i).values
+    vmin, vmax = robust_limits(image)
+    im = ax.imshow(image, cmap="viridis", vmin=vmin, vmax=vmax)
     ax.set_title(f"PPA component {i + 1}")
     fig.colorbar(im, ax=ax, shrink=0.8)
 for ax, name in zip(axes[1], ["vegetation", "moisture", "illumination"]):

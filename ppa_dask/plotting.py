@@ -1,9 +1,9 @@
-"""Principal curves and surfaces of a fitted PPA model (re-exported from
-:mod:`ppa_dask.app.plotting`, where it lives).
+"""Principal curves and surfaces of a fitted PPA model, and the colour limits of component
+images (re-exported from :mod:`ppa_dask.app.plotting`, where they live).
 
 >>> from ppa_dask.plotting import principal_grids
 """
 
-from ppa_dask.app.plotting import PrincipalGrid, principal_grids
+from ppa_dask.app.plotting import PrincipalGrid, principal_grids, robust_limits
 
-__all__ = ["PrincipalGrid", "principal_grids"]
+__all__ = ["PrincipalGrid", "principal_grids", "robust_limits"]

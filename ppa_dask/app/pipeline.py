@@ -115,6 +115,7 @@ import numpy as np
 from ppa_dask import datasets, store
 from ppa_dask.app.baseline import pca_reconstruction_errors
 from ppa_dask.app.cluster import compute_with_progress, step_reporter
+from ppa_dask.app.plotting import robust_limits
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
 from ppa_dask.utils.files import read_json_file, remove_path, write_json_atomic, write_text_atomic
@@ -1788,7 +1789,11 @@ class Run:
                 images = np.asarray(comp.isel(component=slice(0, k)).values)
                 fig, axes = plt.subplots(1, k, figsize=(3.2 * k, 3), squeeze=False)
                 for i in range(k):
-                    im = axes[0, i].imshow(images[i], cmap="viridis", interpolation="nearest")
+                    # 2-98 percentile limits: a few extreme pixels would flatten min-max ones
+                    vmin, vmax = robust_limits(images[i])
+                    im = axes[0, i].imshow(
+                        images[i], cmap="viridis", interpolation="nearest", vmin=vmin, vmax=vmax
+                    )
                     axes[0, i].set_title(f"component {i + 1}")
                     axes[0, i].set_xticks([])
                     axes[0, i].set_yticks([])

@@ -5,7 +5,8 @@ with the closed-form inverse, shows the curvilinear coordinates the model found:
 a line of the first coefficient is the principal curve (the 1-D reconstruction of the data),
 of a 2-D grid a principal surface, of a 3-D grid a principal volume. :func:`principal_grids`
 draws them over the data, projected on chosen input dimensions, with matplotlib's Agg canvas
-(no display, no global pyplot state).
+(no display, no global pyplot state). :func:`robust_limits` gives the colour limits of the
+component images (the pipelines' plots stage, the gallery).
 """
 
 from __future__ import annotations
@@ -16,7 +17,48 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["PrincipalGrid", "principal_grids"]
+__all__ = ["PrincipalGrid", "principal_grids", "robust_limits"]
+
+#: Percentiles of the finite pixels that bound the colour scale of component images.
+ROBUST_PERCENTILES = (2.0, 98.0)
+
+
+def robust_limits(image, percentiles=ROBUST_PERCENTILES):
+    """Colour limits ``(vmin, vmax)`` of an image from percentiles of its finite pixels.
+
+    A few extreme pixels (a cloud edge, a fill value, saturated pixels) set the range of
+    min-max limits and leave the rest of the image one flat colour; the 2nd and 98th
+    percentiles follow the bulk of the pixels and clip the extremes. NaN pixels (masked) are
+    ignored. When the percentiles coincide (an image that is mostly one value) the finite
+    minimum and maximum are used; an image without a finite pixel gives ``(None, None)``
+    (matplotlib's own limits).
+
+    Parameters
+    ----------
+    image : array-like
+    percentiles : (float, float), default=(2, 98)
+
+    Returns
+    -------
+    vmin, vmax : float or None
+        For ``imshow(image, vmin=vmin, vmax=vmax)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> image = np.linspace(0.0, 1.0, 10_000).reshape(100, 100)
+    >>> image[0, :3] = [1e6, -1e6, np.nan]  # extreme pixels and a masked one
+    >>> [round(v, 2) for v in robust_limits(image)]
+    [0.02, 0.98]
+    """
+    values = np.asarray(image, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return None, None
+    lo, hi = (float(v) for v in np.percentile(values, percentiles))
+    if not lo < hi:
+        lo, hi = float(values.min()), float(values.max())
+    return lo, hi
 
 
 class PrincipalGrid(NamedTuple):

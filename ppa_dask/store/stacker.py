@@ -123,6 +123,14 @@ def _stack(A, feature_dim):
     sample_shape = tuple(A.sizes[d] for d in sample_dims)
     n = int(np.prod(sample_shape, dtype=np.int64))
     data = A.transpose(*sample_dims, feature_dim).data
+    if is_dask(data) and data.ndim > 2:
+        # the reshape needs whole rows of the later sample dimensions: merge the tiles of each
+        # row of tiles (a GeoTIFF's y chunks stay the row chunks) with the task-based rechunk.
+        # Left to the reshape, dask picks a P2P shuffle on a cluster once the raster has many
+        # tiles, for what is a merge of neighbouring blocks (and distributed logs each shuffle)
+        merged = {axis: -1 for axis in range(1, data.ndim)}
+        if any(len(data.chunks[axis]) > 1 for axis in merged):
+            data = data.rechunk(merged, method="tasks")
     data2d = data.reshape(n, A.sizes[feature_dim])
     return data2d, sample_dims, sample_shape
 
@@ -137,6 +145,29 @@ def _single_column_chunk(rows):
     if is_dask(rows) and rows.numblocks[1] != 1:
         return rows.rechunk({1: -1})
     return rows
+
+
+def _finite_rows(block):
+    return block[~np.isnan(block).any(axis=1)]
+
+
+def _complete_rows(rows, valid):
+    """The rows without NaN (``valid``, a concrete mask of them), chunk sizes known.
+
+    For Dask rows each task selects its own block's rows again from the data rather than from
+    ``valid``: a numpy mask indexing a Dask array is copied into the graph (a mask of a
+    6000 x 6000 scene is 36 MB the client sends the scheduler); its per-chunk counts are the
+    chunk sizes.
+    """
+    if not is_dask(rows):
+        return rows[valid]
+    rows = _single_column_chunk(rows)
+    bounds = np.cumsum((0,) + rows.chunks[0])
+    counts = tuple(int(np.count_nonzero(valid[a:b])) for a, b in zip(bounds[:-1], bounds[1:]))
+    out = rows.map_blocks(_finite_rows, chunks=(counts, rows.chunks[1]), dtype=rows.dtype)
+    if 0 in counts:
+        out = out.rechunk({0: tuple(c for c in counts if c > 0)}, method="tasks")
+    return out
 
 
 def _label(values, i):
@@ -518,10 +549,7 @@ class Stacker:
 
         rows = data2d if not dropped.any() else data2d[:, kept_idx]
         if not valid.all():
-            # a concrete numpy mask keeps the Dask chunk sizes known
-            rows = rows[valid]
-            if is_dask(rows) and 0 in rows.chunks[0]:
-                rows = rows.rechunk({0: tuple(c for c in rows.chunks[0] if c > 0)})
+            rows = _complete_rows(rows, valid)
         self._layout = {
             "kind": kind,
             "feature_dim": fdim,
