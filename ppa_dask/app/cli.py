@@ -652,6 +652,13 @@ def _add_apply(subparsers, name, help_, description, func):
             metavar="K",
             help="write the first K components (default: all)",
         )
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "float64"),
+        default=None,
+        help="GeoTIFF / NetCDF OUTPUT: the dtype written (default: float32 for float32 or "
+        "integer input, float64 otherwise)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     _add_cluster_options(p)
     p.set_defaults(func=func)
@@ -760,7 +767,9 @@ def _apply(args, stream, what):
                         out = out.rename("reconstruction")
                 if store.formats.file_format(args.output) in store.formats.CUBE_FORMATS:
                     # GeoTIFF / NetCDF: georeferencing, coordinates and attributes of the input
-                    store.write_cube(out, args.output, like=data, overwrite=args.overwrite)
+                    store.write_cube(
+                        out, args.output, like=data, overwrite=args.overwrite, dtype=args.dtype
+                    )
                 else:
                     store.write_dataset(out, args.output, overwrite=args.overwrite)
                 shape = dict(out.sizes) if hasattr(out, "sizes") else "?"

@@ -167,7 +167,29 @@ def _check_spatial(obj):
     return dims[0] if dims else None
 
 
-def _write_geotiff(obj, tmp, like, block, what):
+def _output_dtype(dtype, like):
+    """The dtype of written results: ``dtype`` (float32 or float64), else float32 when the
+    input ``like`` was float32 or integer (its file's dtype when it was read from one) and
+    float64 otherwise."""
+    import xarray as xr
+
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+        return dtype
+    if isinstance(like, xr.Dataset):
+        kinds = [like[v].encoding.get("dtype", like[v].dtype) for v in like.data_vars]
+    elif isinstance(like, xr.DataArray):
+        kinds = [like.encoding.get("dtype", like.dtype)]
+    else:
+        return np.dtype(np.float64)
+    kinds = [np.dtype(k) for k in kinds]
+    small = kinds and all(k.kind in "iub" or k == np.float32 for k in kinds)
+    return np.dtype(np.float32 if small else np.float64)
+
+
+def _write_geotiff(obj, tmp, like, block, what, dtype=np.float64):
     import rioxarray  # noqa: F401  (registers the .rio accessor)
 
     band = _check_spatial(obj)
@@ -188,11 +210,13 @@ def _write_geotiff(obj, tmp, like, block, what):
         labels = [f"{band} {v}" for v in np.asarray(obj[band].values).tolist()]
     else:
         labels = [f"{band} {i + 1}" for i in range(obj.sizes[band])]
-    obj = obj.astype(np.float64)
+    obj = obj.astype(dtype)
     obj.attrs = {"long_name": tuple(labels)}
     obj = obj.rio.write_nodata(np.nan, encoded=False)
-    if like is not None and getattr(like, "chunks", None) and "y" in like.dims:
-        chunks = dict(zip(like.dims, like.chunks))
+    # the input's tiles (a Dataset's chunks are a mapping, a DataArray's a tuple: chunksizes
+    # is the mapping of both)
+    chunks = getattr(like, "chunksizes", None) if like is not None else None
+    if chunks and "y" in chunks and "x" in chunks:
         block = (int(chunks["y"][0]), int(chunks["x"][0]))
     # TIFF tiles are multiples of 16 pixels
     by, bx = (max(16, int(b) // 16 * 16) for b in block)
@@ -212,7 +236,7 @@ def _write_geotiff(obj, tmp, like, block, what):
     )
 
 
-def _write_netcdf(obj, tmp, like, name, what):
+def _write_netcdf(obj, tmp, like, name, what, dtype=np.float64):
     import xarray as xr
 
     var_attrs, global_attrs, _ = _like_attrs(like)
@@ -240,6 +264,9 @@ def _write_netcdf(obj, tmp, like, name, what):
         ds = obj.copy()
     else:
         raise TypeError(f"write_cube needs an xarray DataArray or Dataset, got {type(obj)}")
+    for v in ds.data_vars:
+        if ds[v].dtype.kind == "f":
+            ds[v] = ds[v].astype(dtype)
     if _COMPONENT_DIM in ds.coords:
         ds[_COMPONENT_DIM].attrs.setdefault("long_name", "PPA component (1 = first)")
     ds.attrs = {**global_attrs, **ds.attrs, _NC_ATTR: _record(what)}
@@ -324,7 +351,7 @@ def _hdf5_write_errors(path):
         raise OSError(seen[0], os.strerror(seen[0]), path)
 
 
-def write_cube(obj, path, like=None, *, name=None, overwrite=False, what="components"):
+def write_cube(obj, path, like=None, *, name=None, overwrite=False, what="components", dtype=None):
     """Write component images or reconstructions as a GeoTIFF or NetCDF file, atomically.
 
     Parameters
@@ -334,7 +361,7 @@ def write_cube(obj, path, like=None, *, name=None, overwrite=False, what="compon
         ``model.inverse_transform(...)``. Dask data are written chunk by chunk.
     path : str or os.PathLike
         ``.tif`` / ``.tiff`` (GeoTIFF) or ``.nc`` / ``.nc4`` / ``.cdf`` (NetCDF).
-    like : xarray.DataArray or str, optional
+    like : xarray.DataArray, xarray.Dataset or str, optional
         The input the result came from (or its path): its CRS and transform (GeoTIFF) when
         ``obj`` lost them, its tile size, its ``long_name`` / ``units`` and global attributes
         (NetCDF).
@@ -344,6 +371,9 @@ def write_cube(obj, path, like=None, *, name=None, overwrite=False, what="compon
         Replace an existing file, only one written by ppa-dask.
     what : str
         Recorded in the file's ``ppa_dask`` record.
+    dtype : {"float32", "float64"}, optional
+        The written values' dtype. Default: float32 when ``like`` is float32 or integer (the
+        dtype of the file it was read from, when it was), else float64.
 
     Returns
     -------
@@ -352,7 +382,7 @@ def write_cube(obj, path, like=None, *, name=None, overwrite=False, what="compon
 
     Notes
     -----
-    GeoTIFF: tiled (the input's block size, else 256), float64, NaN as nodata, one band per
+    GeoTIFF: tiled (the input's block size, else 256), ``dtype``, NaN as nodata, one band per
     component with the description ``component i``, the CRS and transform of ``obj``'s
     ``spatial_ref`` coordinate (``rioxarray``), else of ``like``. An array without ``y`` and
     ``x`` dimensions, or with more than one other dimension, is refused. NetCDF: the
@@ -385,12 +415,13 @@ def write_cube(obj, path, like=None, *, name=None, overwrite=False, what="compon
     if fmt == "geotiff":
         _check_spatial(obj)
     _check_room(_cube_bytes(obj, fmt), path)
+    dtype = _output_dtype(dtype, like)
     tmp = temp_sibling(path)
     try:
         if fmt == "geotiff":
-            _write_geotiff(obj, tmp, like, (_DEFAULT_BLOCK, _DEFAULT_BLOCK), what)
+            _write_geotiff(obj, tmp, like, (_DEFAULT_BLOCK, _DEFAULT_BLOCK), what, dtype)
         else:
-            _write_netcdf(obj, tmp, like, name, what)
+            _write_netcdf(obj, tmp, like, name, what, dtype)
         move_into_place(
             tmp, path, overwrite, written_by_ppa_dask, f"{fmt} file written by ppa-dask"
         )
