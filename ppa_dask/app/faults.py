@@ -31,6 +31,8 @@ import glob
 import logging
 import os
 
+from ppa_dask.app.pipeline import STAGES
+
 __all__ = ["fault_line", "outputs_present", "quiet_fault_tracebacks"]
 
 #: The outputs of each command: (what the line calls it, the option holding its path).
@@ -155,8 +157,6 @@ def _doing(args):
 
 
 def _current_stage(run):
-    from ppa_dask.app.pipeline import STAGES
-
     return next((s for s in STAGES if s not in run.keys), None)
 
 
