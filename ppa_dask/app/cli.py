@@ -30,7 +30,9 @@ Adding a command: write ``_add_<name>(subparsers)``, which creates the sub-parse
 Exit codes: 0 on success, 2 on bad arguments or bad input (one line ``ppa-dask: error: ...``
 on stderr; the library's ``ValueError`` messages are reported that way) and on a fault around
 the command (scheduler lost, disk full, ...: one line of what failed and what was kept,
-:mod:`ppa_dask.app.faults`), 130 when interrupted.
+:mod:`ppa_dask.app.faults`), 130 when interrupted (SIGINT, Ctrl-C) and 143 when terminated
+(SIGTERM), each with one line, after the command's batch jobs were cancelled and its
+temporaries removed.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from ppa_dask.app.pipeline import Run, load_pipeline, open_zarr_dataset
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.store.results import is_remote, local_path, zarr_node_type
 from ppa_dask.utils.progress import Reporter
+from ppa_dask.utils.signals import EXIT_STATUS, Terminated, raising_signals
 from ppa_dask.utils.version import VERSION
 
 __all__ = ["main", "build_parser"]
@@ -903,7 +906,9 @@ def main(argv=None) -> int:
     args.argv = [PROG, *argv]
     before = faults.outputs_present(args)
     try:
-        with faults.quiet_fault_tracebacks():
+        # Ctrl-C and SIGTERM (a batch job's time limit, scancel) unwind the command: jobs
+        # cancelled, temporaries removed, nothing half-saved
+        with raising_signals(), faults.quiet_fault_tracebacks():
             return int(args.func(args) or 0)
     except (CommandError, ValueError) as exc:
         # includes the pipeline, cluster-file and model-file errors (ValueError subclasses)
@@ -919,8 +924,11 @@ def main(argv=None) -> int:
             raise
         return _error(line)
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
+        print(f"{PROG}: interrupted (SIGINT): stopped, nothing saved", file=sys.stderr, flush=True)
         return 130
+    except Terminated:
+        print(f"{PROG}: terminated (SIGTERM): stopped, nothing saved", file=sys.stderr, flush=True)
+        return EXIT_STATUS[Terminated.signum]
 
 
 if __name__ == "__main__":  # pragma: no cover

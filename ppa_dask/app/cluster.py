@@ -48,9 +48,16 @@ import shlex
 import shutil
 import time
 
+from ppa_dask.app.batchjobs import (
+    DEFAULT_JOB_CHECK_INTERVAL,
+    DEFAULT_MAX_JOB_RESTARTS,
+    JobWatch,
+    check_jobqueue_options,
+)
 from ppa_dask.app.dashboard import open_page
 from ppa_dask.utils.blas import BLAS_THREAD_VARIABLES
 from ppa_dask.utils.progress import bar_line, step_progress
+from ppa_dask.utils.signals import keep_signal_handlers
 from ppa_dask.utils.yamlfile import YAMLFileError, load_yaml
 
 __all__ = [
@@ -159,8 +166,11 @@ class _DropRecorded(logging.Filter):
         self.failures = failures
 
     def filter(self, record):
+        from distributed.client import AllExit
+
         exc = record.exc_info[1] if record.exc_info else None
-        return not any(exc is f for f in self.failures)
+        # AllExit: what a gather interrupted by a signal leaves behind in the event loop
+        return not (isinstance(exc, AllExit) or any(exc is f for f in self.failures))
 
 
 @contextlib.contextmanager
@@ -349,14 +359,16 @@ LOCAL_OPTIONS = (
 )
 
 _JOBQUEUE_CLASSES = {"slurm": "SLURMCluster", "pbs": "PBSCluster"}
+#: Top-level keys of SLURM / PBS files for the watch of their jobs (ppa_dask.app.batchjobs).
+_JOB_WATCH_KEYS = ("worker_timeout", "max_job_restarts", "job_check_interval")
 _CONFIG_KEYS = {
     "local": ("type", "options", "security"),
-    "slurm": ("type", "options", "scale", "adapt", "security", "worker_timeout"),
-    "pbs": ("type", "options", "scale", "adapt", "security", "worker_timeout"),
+    "slurm": ("type", "options", "scale", "adapt", "security", *_JOB_WATCH_KEYS),
+    "pbs": ("type", "options", "scale", "adapt", "security", *_JOB_WATCH_KEYS),
     "scheduler": ("type", "address", "security", "connect_timeout"),
 }
 #: Top-level keys of the files holding a number of seconds.
-_TIMEOUT_KEYS = ("connect_timeout", "worker_timeout")
+_TIMEOUT_KEYS = ("connect_timeout", "worker_timeout", "job_check_interval")
 
 
 def check_seconds(name, value):
@@ -458,7 +470,8 @@ def make_security(spec, base_dir=None, where="security"):
 
 def _jobqueue_class(kind, path):
     try:
-        import dask_jobqueue
+        with keep_signal_handlers():  # dask-jobqueue's import makes SIGINT call sys.exit()
+            import dask_jobqueue
     except ImportError:
         raise ClusterConfigError(
             f"{path}: type {kind!r} needs dask-jobqueue (pip install 'ppa-dask[cluster]')"
@@ -593,6 +606,16 @@ def read_cluster_config(path, overrides=None):
     elif kind in _JOBQUEUE_CLASSES:
         cls = _jobqueue_class(kind, path)
         _unknown_keys(options, _jobqueue_options(cls), path, "options")
+        try:
+            check_jobqueue_options(options, path)
+        except ValueError as exc:
+            raise ClusterConfigError(str(exc)) from None
+        restarts = raw.get("max_job_restarts", DEFAULT_MAX_JOB_RESTARTS)
+        if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
+            raise ClusterConfigError(
+                f"{path}: max_job_restarts: expected a non-negative integer, got {restarts!r}"
+            )
+        config["max_job_restarts"] = restarts
         _check_scale(raw, path)
         for key in ("scale", "adapt"):
             if key in raw:
@@ -883,6 +906,7 @@ def open_client(
     log_level=logging.WARNING,
     connect_timeout=None,
     worker_timeout=None,
+    notify=None,
 ):
     """Yield a distributed Client for a cluster file, a scheduler address or a LocalCluster.
 
@@ -901,8 +925,13 @@ def open_client(
         Default: the file's ``connect_timeout``, else :data:`DEFAULT_CONNECT_TIMEOUT`. It is
         also distributed's ``comm.timeouts.connect`` while the Client is open.
     worker_timeout : float, optional
-        SLURM/PBS files: seconds until the first worker must have joined. Default: the file's
-        ``worker_timeout``, else :data:`DEFAULT_WORKER_TIMEOUT`.
+        SLURM/PBS files: seconds until the first worker must have joined, and that the
+        cluster may go without any worker later (its jobs lost and their replacements queued).
+        Default: the file's ``worker_timeout``, else :data:`DEFAULT_WORKER_TIMEOUT`.
+    notify : callable, optional
+        SLURM/PBS files: receives a line for each thing the watch of the jobs reports (a job
+        pending for resources, a worker connected, a lost job replaced;
+        :class:`ppa_dask.app.batchjobs.JobWatch`).
 
     Yields
     ------
@@ -912,7 +941,10 @@ def open_client(
     ------
     ClusterConnectError
         One line naming the address that timed out, refused the connection or is not a Dask
-        scheduler, or the job submission command that is missing or failed.
+        scheduler, or the job submission command that is missing or failed; for SLURM/PBS,
+        also jobs that failed before their worker started, lost jobs beyond
+        ``max_job_restarts``, or no worker for ``worker_timeout`` seconds (naming the jobs,
+        their states and their log files), raised in place of the interrupted computation.
     """
     import dask
     from distributed import Client
@@ -969,7 +1001,8 @@ def open_client(
             yield client
     elif kind == "kubernetes":
         try:
-            from dask_kubernetes.operator import KubeCluster
+            with keep_signal_handlers():
+                from dask_kubernetes.operator import KubeCluster
         except ImportError:
             raise ClusterConfigError(
                 f"{cluster}: a DaskCluster needs dask-kubernetes (pip install "
@@ -993,20 +1026,39 @@ def open_client(
         failures = []
         with _dropping_logs_of(failures):
             jobs = _jobqueue_cluster(config, failures)
+            watch = JobWatch(
+                jobs,
+                kind,
+                notify,
+                max_job_restarts=config["max_job_restarts"],
+                worker_timeout=timeout,
+                interval=config.get("job_check_interval", DEFAULT_JOB_CHECK_INTERVAL),
+                where=config["path"],
+                adaptive="adapt" in config,
+                expect_workers=_needs_workers_at_start(config),
+            )
             try:
                 if "adapt" in config:
                     jobs.adapt(**config["adapt"])
                 else:
                     jobs.scale(**config.get("scale", {"jobs": 1}))
+                watch.start()
                 with Client(jobs, set_as_default=True) as client:
                     if _needs_workers_at_start(config):
-                        _wait_for_first_worker(client, config, timeout, failures)
+                        # the watch says first which jobs are waiting, and why; this bound
+                        # is the last resort
+                        last_resort = timeout + 2 * watch.interval + 5
+                        _wait_for_first_worker(client, config, last_resort, failures)
                     yield client
-            except BaseException:
+                watch.stop()
+            except BaseException as exc:
+                watch.stop()  # before the jobs are cancelled, which it would see as lost
                 # the error being raised says what went wrong; closing may fail after it
                 # (a cancel command that is missing too), which must not replace it
                 with contextlib.suppress(Exception):
                     jobs.close()
+                if watch.fault is not None and isinstance(exc, KeyboardInterrupt):
+                    raise ClusterConnectError(watch.fault) from None  # the watch interrupted
                 raise
             jobs.close()
 
@@ -1239,6 +1291,7 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
         local_directory=local_directory,
         connect_timeout=getattr(args, "connect_timeout", None),
         worker_timeout=getattr(args, "worker_timeout", None),
+        notify=progress.say,
     ) as client:
         if client is None:
             progress.say(f"computing in this process (dask scheduler {scheduler!r}); no dashboard")

@@ -1,0 +1,446 @@
+"""Batch clusters for real: the CLI against a one-node SLURM (cluster/testing/slurm-up.sh), its
+PBS-style wrappers (qsub/qstat/qdel of slurm-wlm-torque), and the faults batch users meet: lost
+jobs, signals, jobs that die at start, jobs that cannot start, malformed cluster files.
+
+The SLURM is the one named by ``PPA_DASK_SLURM`` (the folder slurm-up.sh printed; .ci/run starts
+one), else one started here for the module and stopped after it. The tests skip, saying so,
+only where SLURM cannot be had (not root, no apt-get, packages not installable); under CI
+(``CI=true``) they fail instead. Every command runs in a subprocess under a time bound; every
+test's jobs carry a name of their own and are cancelled after it whatever happened.
+"""
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import yaml
+import zarr
+
+from ppa_dask import store
+from ppa_dask.app.cli import main
+from ppa_dask.datasets import make_curved_manifold
+
+pytestmark = pytest.mark.slurm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UP = os.path.join(ROOT, "cluster", "testing", "slurm-up.sh")
+DOWN = os.path.join(ROOT, "cluster", "testing", "slurm-down.sh")
+FIT = ["--degree", "2", "--n-components", "4", "--seed", "0"]
+ONE_BLAS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _unavailable(reason):
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"SLURM is required under CI: {reason}")
+    pytest.skip(f"SLURM not available: {reason}")
+
+
+def _read_env(folder):
+    env = {}
+    with open(os.path.join(folder, "env")) as f:
+        for line in f:
+            if line.startswith("export "):
+                key, _, value = line[len("export ") :].strip().partition("=")
+                env[key] = value
+    return env
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """The environment variables that reach the one-node SLURM (SLURM_CONF, ...)."""
+    folder = os.environ.get("PPA_DASK_SLURM")
+    started = False
+    if not folder:
+        if os.geteuid() != 0:
+            _unavailable("cluster/testing/slurm-up.sh needs root (packages and daemons)")
+        folder = str(tmp_path_factory.mktemp("slurm"))
+        try:
+            up = subprocess.run(
+                ["bash", UP, folder], capture_output=True, text=True, timeout=600, check=False
+            )
+        except subprocess.TimeoutExpired:
+            _unavailable("cluster/testing/slurm-up.sh did not finish within 600 s")
+        if up.returncode != 0:
+            last = (up.stderr.strip().splitlines() or ["?"])[-1]
+            _unavailable(f"cluster/testing/slurm-up.sh failed: {last}")
+        started = True
+    env = _read_env(folder)
+    try:
+        yield env
+    finally:
+        if started:
+            subprocess.run(["bash", DOWN, folder], capture_output=True, timeout=120, check=False)
+
+
+def _env(slurm):
+    return dict(os.environ, **slurm, **ONE_BLAS, PYTHONPATH=ROOT)
+
+
+def _squeue(slurm, name):
+    """The ids and states of the jobs named ``name`` that SLURM still lists."""
+    done = subprocess.run(
+        ["squeue", "--noheader", "--states=all", "--name", name, "--format=%i %T"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=_env(slurm),
+        check=True,
+    )
+    return [line.split() for line in done.stdout.splitlines() if line.strip()]
+
+
+def _alive(slurm, name):
+    ended = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+    return [job for job in _squeue(slurm, name) if job[1] not in ended]
+
+
+@pytest.fixture
+def job_name(slurm, request):
+    """A name for the test's jobs; whatever is left of them is cancelled afterwards."""
+    name = "ppa-t-" + re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[-30:].strip("-")
+    yield name
+    subprocess.run(["scancel", "--name", name], env=_env(slurm), timeout=30, check=False)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A small Zarr array and the model fitted from it in this process (the local result)."""
+    base = tmp_path_factory.mktemp("slurm-data")
+    X = make_curved_manifold(4000, n_features=6, random_state=5)
+    path = str(base / "x.zarr")
+    z = zarr.create_array(store=path, shape=X.shape, chunks=(1000, 6), dtype="f8")
+    z[...] = X
+    local = str(base / "local.zarr")
+    assert main(["fit", path, local, *FIT, "--scheduler", "threads"]) == 0
+    return path, store.load_model(local), X
+
+
+def _cluster_file(tmp_path, job_name, kind="slurm", jobs=2, **top):
+    options = {
+        "job_name": job_name,
+        "queue": "debug",
+        "walltime": "00:15:00",
+        "cores": 1,
+        "processes": 1,
+        "memory": "1GiB",
+        "python": sys.executable,  # the venv of this checkout
+        "local_directory": str(tmp_path / "scratch"),
+        "log_directory": str(tmp_path / "logs"),
+        # the checkout's ppa_dask on the workers too
+        "job_script_prologue": [f"export PYTHONPATH={ROOT}", *top.pop("prologue", [])],
+        "scheduler_options": {"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"},
+    }
+    if kind == "pbs":
+        options["resource_spec"] = "nodes=1:ppn=1,mem=1gb"
+    options.update(top.pop("options", {}))
+    config = {"type": kind, "options": options, "scale": {"jobs": jobs}, **top}
+    config.setdefault("job_check_interval", 1)
+    path = tmp_path / f"{kind}.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return str(path)
+
+
+class Command:
+    """``python -m ppa_dask ARGS`` in a subprocess: its stdout lines as they come (with the
+    seconds since the start), stderr in a file, a bound on the whole run."""
+
+    def __init__(self, args, slurm, cwd, timeout):
+        self.deadline = time.monotonic() + timeout
+        self.start = time.monotonic()
+        self.stderr_path = os.path.join(cwd, "stderr.txt")
+        self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed in wait()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ppa_dask", *args],
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            cwd=cwd,
+            env=_env(slurm),
+        )
+        self.lines = []
+        self._queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self._queue.put((time.monotonic() - self.start, line.rstrip("\n")))
+        self._queue.put(None)
+
+    def until(self, text):
+        """Wait for a line containing ``text``; returns its time (fails at the deadline)."""
+        while True:
+            left = self.deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=max(left, 0.01))
+            except queue.Empty:
+                self.kill()
+                pytest.fail(f"no line with {text!r} in time:\n" + "\n".join(self.out_lines()))
+            if item is None:
+                pytest.fail(f"ended without a line with {text!r}:\n" + "\n".join(self.out_lines()))
+            self.lines.append(item)
+            if text in item[1]:
+                return item[0]
+
+    def out_lines(self):
+        return [line for _, line in self.lines]
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def wait(self):
+        """The exit status, all stdout lines and the stderr text (killed at the deadline)."""
+        try:
+            code = self.proc.wait(timeout=max(self.deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.proc.wait(timeout=30)
+            pytest.fail("the command did not end in time:\n" + "\n".join(self.out_lines()))
+        self.end = time.monotonic() - self.start
+        while True:
+            item = self._queue.get(timeout=30)
+            if item is None:
+                break
+            self.lines.append(item)
+        self._stderr.close()
+        with open(self.stderr_path) as f:
+            err = f.read()
+        return code, self.out_lines(), err
+
+
+def _same_model(path, reference, X):
+    model = store.load_model(path)
+    assert model.degrees_.tolist() == reference.degrees_.tolist()
+    np.testing.assert_allclose(model.transform(X), reference.transform(X), atol=1e-8)
+
+
+def _error_line(err):
+    """The command's one error line (distributed's log lines on stderr aside)."""
+    lines = [line for line in err.splitlines() if line.startswith("ppa-dask: ")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# runs that work
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_fit_on_slurm_equals_the_local_fit_and_a_job_without_room_is_reported(
+    slurm, job_name, data, tmp_path
+):
+    path, reference, X = data
+    # 3 jobs of 1 core on a node of 2 cores: the third waits for Resources, and says so
+    cluster = _cluster_file(tmp_path, job_name, jobs=3)
+    model = str(tmp_path / "model.zarr")
+    cmd = Command(["fit", path, model, *FIT, "--cluster", cluster], slurm, tmp_path, 240)
+    code, out, err = cmd.wait()
+    assert code == 0, err
+    text = "\n".join(out)
+    assert "is pending: Resources" in text
+    assert text.count("worker connected") >= 2
+    _same_model(model, reference, X)
+    assert _alive(slurm, job_name) == []  # cancelled at close, the pending one too
+
+
+def test_a_pipeline_run_on_slurm_equals_the_local_run(slurm, job_name, tmp_path):
+    config = {
+        "name": "p",
+        "seed": 2,
+        "data": {"source": "generated", "n_samples": 4000, "n_features": 5, "chunk_rows": 1000},
+        "model": {"degree": 2, "n_components": 3},
+        "plots": {"components": 0, "dpi": 30},
+    }
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(yaml.safe_dump(config))
+    cluster = _cluster_file(tmp_path, job_name)
+    on, local = tmp_path / "on-slurm", tmp_path / "local"
+    cmd = Command(
+        ["run", str(pipeline), "--cluster", cluster, "--output", str(on)], slurm, tmp_path, 240
+    )
+    code, out, err = cmd.wait()
+    assert code == 0, err
+    assert main(["run", str(pipeline), "--scheduler", "threads", "--output", str(local)]) == 0
+    for stage, name in [("02-preprocess", "samples.zarr"), ("04-transform", "components.zarr")]:
+        a = store.open_array(str(on / stage / name)).compute()
+        b = store.open_array(str(local / stage / name)).compute()
+        np.testing.assert_allclose(a, b, atol=1e-9)
+    assert _alive(slurm, job_name) == []
+
+
+def test_the_pbs_file_runs_through_the_torque_wrappers(slurm, job_name, data, tmp_path):
+    path, reference, X = data
+    cluster = _cluster_file(tmp_path, job_name, kind="pbs")
+    model = str(tmp_path / "model.zarr")
+    cmd = Command(["fit", path, model, *FIT, "--cluster", cluster], slurm, tmp_path, 240)
+    code, out, err = cmd.wait()
+    assert code == 0, err
+    assert "worker connected" in "\n".join(out)  # qstat saw the jobs the workers run in
+    _same_model(model, reference, X)
+    assert _alive(slurm, job_name) == []  # qdel at close
+
+
+# ---------------------------------------------------------------------------------------------
+# lost jobs
+# ---------------------------------------------------------------------------------------------
+
+
+def test_jobs_cancelled_mid_fit_are_replaced_and_the_model_is_the_same(
+    slurm, job_name, data, tmp_path
+):
+    path, reference, X = data
+    cluster = _cluster_file(tmp_path, job_name)
+    model = str(tmp_path / "model.zarr")
+    cmd = Command(["fit", path, model, *FIT, "--cluster", cluster], slurm, tmp_path, 240)
+    cmd.until("step 2 of")
+    first = [job for job, _ in _alive(slurm, job_name)]
+    assert len(first) == 2
+    subprocess.run(["scancel", *first], env=_env(slurm), timeout=30, check=True)
+    code, out, err = cmd.wait()
+    assert code == 0, err
+    text = "\n".join(out)
+    for job in first:
+        assert f"job {job} " in text and "submitting a replacement (1 of at most 3)" in text
+    connected = [line for line in out if "worker connected" in line]
+    assert len(connected) == 4  # the two first jobs and their two replacements
+    _same_model(model, reference, X)
+    assert _alive(slurm, job_name) == []
+
+
+def test_no_restart_allowed_ends_with_one_line_naming_the_lost_jobs(
+    slurm, job_name, data, tmp_path
+):
+    path, _, _ = data
+    cluster = _cluster_file(tmp_path, job_name, max_job_restarts=0)
+    model = tmp_path / "model.zarr"
+    cmd = Command(["fit", path, str(model), *FIT, "--cluster", cluster], slurm, tmp_path, 180)
+    cmd.until("step 2 of")
+    first = [job for job, _ in _alive(slurm, job_name)]
+    subprocess.run(["scancel", *first], env=_env(slurm), timeout=30, check=True)
+    lost = time.monotonic() - cmd.start
+    code, _, err = cmd.wait()
+    assert code == 2
+    line = _error_line(err)
+    assert "max_job_restarts (0) is reached" in line
+    for job in first:
+        assert f"job {job} CANCELLED, log {tmp_path / 'logs'}" in line
+    assert cmd.end - lost < 30  # noticed within seconds, not a hang
+    assert not model.exists()
+    assert _alive(slurm, job_name) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# signals
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "signum, code, word",
+    [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted (SIGINT)")],
+)
+def test_a_signal_mid_fit_cancels_the_jobs_and_saves_nothing(
+    slurm, job_name, data, tmp_path, signum, code, word
+):
+    path, _, _ = data
+    cluster = _cluster_file(tmp_path, job_name)
+    model = tmp_path / "model.zarr"
+    cmd = Command(["fit", path, str(model), *FIT, "--cluster", cluster], slurm, tmp_path, 180)
+    cmd.until("step 2 of")
+    assert len(_alive(slurm, job_name)) == 2
+    sent = time.monotonic() - cmd.start
+    cmd.proc.send_signal(signum)
+    status, _, err = cmd.wait()
+    assert status == code
+    assert word in _error_line(err)
+    assert cmd.end - sent < 30
+    assert _alive(slurm, job_name) == []
+    assert not model.exists()
+    # nothing of the model's beside it either (no temporary sibling left)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "logs",
+        "scratch",
+        "slurm.yaml",
+        "stderr.txt",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# jobs that die, jobs that cannot start, bad files
+# ---------------------------------------------------------------------------------------------
+
+
+def test_jobs_whose_prologue_fails_end_the_run_within_90_s(slurm, job_name, data, tmp_path):
+    path, _, _ = data
+    failing = ['echo "module: python/9.9 not found" >&2', "exit 3"]
+    # the default worker timeout (600 s) and the default check interval
+    cluster = _cluster_file(tmp_path, job_name, prologue=failing)
+    with open(cluster) as f:
+        config = yaml.safe_load(f)
+    del config["job_check_interval"]
+    with open(cluster, "w") as f:
+        yaml.safe_dump(config, f)
+    model = tmp_path / "model.zarr"
+    cmd = Command(["fit", path, str(model), *FIT, "--cluster", cluster], slurm, tmp_path, 90)
+    code, _, err = cmd.wait()
+    assert code == 2
+    line = _error_line(err)
+    assert "worker jobs failed before a worker started" in line
+    assert line.count(" FAILED") == 2 and "module: python/9.9 not found" in line
+    assert f"log {tmp_path / 'logs'}" in line
+    assert not model.exists()
+    assert _alive(slurm, job_name) == []
+
+
+def test_jobs_that_cannot_start_are_reported_then_the_worker_timeout_ends_the_run(
+    slurm, job_name, data, tmp_path
+):
+    path, _, _ = data
+    # held back by SLURM for an hour: never starts within the test
+    cluster = _cluster_file(
+        tmp_path, job_name, jobs=1, options={"job_extra_directives": ["--begin=now+3600"]}
+    )
+    cmd = Command(
+        ["fit", path, str(tmp_path / "m.zarr"), "--cluster", cluster, "--worker-timeout", "8"],
+        slurm,
+        tmp_path,
+        90,
+    )
+    code, out, err = cmd.wait()
+    assert code == 2
+    assert any("is pending: BeginTime" in line for line in out)
+    line = _error_line(err)
+    assert "no worker" in line and "8 s" in line and "PENDING" in line
+    assert _alive(slurm, job_name) == []
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"prologue": [False]}, "options.job_script_prologue[1]: expected a string"),
+        ({"options": {"walltime": 7200}}, "options.walltime: expected a quoted time limit"),
+        ({"options": {"walltime": "2 hours"}}, "options.walltime: expected a time limit"),
+        ({"options": {"memory": "lots"}}, "options.memory: expected a memory size"),
+        ({"options": {"cores": "4"}}, "options.cores: expected a positive integer"),
+        ({"options": {"worker_extra_args": "--lifetime 1h"}}, "expected a list of strings"),
+        ({"options": {"walltme": "01:00:00"}}, "did you mean 'walltime'?"),
+        ({"max_job_restarts": -1}, "max_job_restarts: expected a non-negative integer"),
+    ],
+)
+def test_a_malformed_cluster_file_ends_with_one_line_before_any_job(
+    slurm, job_name, data, tmp_path, capsys, change, expected
+):
+    path, _, _ = data
+    cluster = _cluster_file(tmp_path, job_name, **change)
+    code = main(["fit", path, str(tmp_path / "m.zarr"), "--cluster", cluster])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert _error_line(err).startswith(f"ppa-dask: error: {cluster}: ")
+    assert expected in err
+    assert _squeue(slurm, job_name) == []  # nothing was ever submitted
