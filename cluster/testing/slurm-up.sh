@@ -17,6 +17,8 @@ set -euo pipefail
 dir="${1:-$(mktemp -d /tmp/ppa-dask-slurm.XXXXXX)}"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
+# munged runs as the munge user: it must be able to pass through DIR (mktemp -d makes it 700)
+chmod 755 "$dir"
 log() { echo "slurm-up: $*" >&2; }
 
 packages=(slurmctld slurmd slurm-client munge slurm-wlm-torque)
