@@ -46,7 +46,7 @@ import sys
 import numpy as np
 
 from ppa_dask import store
-from ppa_dask.app import bench, demo, faults
+from ppa_dask.app import bench, demo, faults, placement
 from ppa_dask.app.cluster import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_WORKER_TIMEOUT,
@@ -239,12 +239,18 @@ def run_demo(args, stream=None):
 
 
 def _add_cluster_options(p, workers=True):
-    g = p.add_argument_group("where to compute (default: a local cluster on 127.0.0.1)")
+    limit = placement.IN_PROCESS_MAX_BYTES / 2**30
+    g = p.add_argument_group(
+        "where to compute (default: in this process for an input under "
+        f"{limit:g} GiB or a tenth of the memory, else a local cluster on 127.0.0.1)"
+        if workers
+        else "where to compute (default: a local cluster on 127.0.0.1)"
+    )
     g.add_argument(
         "--cluster",
         metavar="FILE",
         help="cluster configuration file (cluster/local.yaml, slurm.yaml, pbs.yaml, "
-        "kubernetes.yaml; see cluster/README.md)",
+        "kubernetes.yaml; see cluster/README.md), or 'local' for the default local cluster",
     )
     g.add_argument(
         "--scheduler",
@@ -258,8 +264,9 @@ def _add_cluster_options(p, workers=True):
             "-w",
             metavar="W",
             type=_positive_int,
-            default=2,
-            help="worker processes of the local cluster, one thread each (default: 2)",
+            default=None,
+            help="start a local cluster of W worker processes, one thread each (default: "
+            f"{placement.DEFAULT_WORKERS} when a local cluster starts)",
         )
     g.add_argument(
         "--memory-limit",
@@ -333,7 +340,7 @@ def run_run(args, stream=None):
 
     config = load_pipeline(args.pipeline)
     cluster_file = None if (args.cluster or args.scheduler) else config.get("cluster")
-    if args.cluster or cluster_file:
+    if (args.cluster or cluster_file) and args.cluster != placement.LOCAL_CLUSTER:
         read_cluster_config(args.cluster or cluster_file)  # validated before anything runs
     if args.check:
         import yaml
@@ -347,6 +354,7 @@ def run_run(args, stream=None):
     run = Run(config, output=args.output, stream=stream, force=args.force, clock=progress.start)
     run.check_folder()  # a folder that is not ours is refused before a cluster starts
     args.run = run  # a fault's line names the stages it kept (faults.fault_line)
+    _say_where(args, progress, *placement.pipeline_data_nbytes(config["data"]), cluster_file)
     progress.say(f"ppa-dask run {args.pipeline}")
     with command_session(args, progress, cluster_file=cluster_file):
         root = run.execute()
@@ -513,6 +521,14 @@ def _check_output_folder(path, what):
     _check_writable(os.path.join(path, "x") if os.path.isdir(path) else path, what)
 
 
+def _say_where(args, progress, nbytes, what="input", cluster_file=None):
+    """Computing in this process or on a local cluster (ppa_dask.app.placement): the
+    command's first line says which and why, unless its options chose."""
+    line = placement.choose(args, nbytes, what, cluster_file=cluster_file)
+    if line is not None:
+        progress.say(line)
+
+
 def _check_report(args):
     report = getattr(args, "performance_report", None)
     if report is not None:
@@ -612,6 +628,7 @@ def run_fit(args, stream=None):
         residual_cache=args.residual_cache,
     )
     progress = Reporter(stream)
+    _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
     shape = dict(X.sizes) if args.feature_dim else f"{X.shape[0]:,} x {X.shape[1]}"
     progress.say(f"ppa-dask fit {args.input} ({shape}) -> {args.model}")
     with command_session(args, progress):
@@ -718,6 +735,7 @@ def _apply(args, stream, what):
             f"--components {wanted}: MODEL '{args.model}' has {model.n_components_} components"
         )
     progress = Reporter(stream)
+    _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
     progress.say(f"ppa-dask {what} {args.input} with {args.model} -> {args.output}")
     cube_dim = _layout_dim(model)
     with command_session(args, progress):

@@ -55,7 +55,7 @@ from ppa_dask.app.batchjobs import (
     check_jobqueue_options,
 )
 from ppa_dask.app.dashboard import open_page
-from ppa_dask.utils.blas import BLAS_THREAD_VARIABLES
+from ppa_dask.utils.blas import BLAS_THREAD_VARIABLES, one_blas_thread
 from ppa_dask.utils.progress import bar_line, step_progress
 from ppa_dask.utils.signals import keep_signal_handlers
 from ppa_dask.utils.yamlfile import YAMLFileError, load_yaml
@@ -81,6 +81,8 @@ __all__ = [
 
 #: Loggers quietened while the cluster runs (the scheduler, nanny and worker chatter).
 _NOISY_LOGGERS = ("distributed", "bokeh", "tornado")
+#: ``--scheduler`` values computing in this process with Dask's local schedulers (no Client).
+_IN_PROCESS = ("threads", "synchronous", "sync", "single-threaded")
 #: Seconds allowed for connecting to a scheduler: connection, handshake and identity reply.
 DEFAULT_CONNECT_TIMEOUT = 10.0
 #: Seconds a batch-job cluster may take until its first worker joins (queue wait included).
@@ -951,8 +953,10 @@ def open_client(
 
     if cluster is not None and scheduler is not None:
         raise ClusterConfigError("give either a cluster file or a scheduler, not both")
-    if scheduler in ("threads", "synchronous", "sync", "single-threaded"):
-        with dask.config.set(scheduler=scheduler):
+    if scheduler in _IN_PROCESS:
+        # one BLAS thread for everything computed in here (the writes too), as
+        # ppa_dask.utils.compute gives the package's own computes
+        with dask.config.set(scheduler=scheduler), one_blas_thread():
             yield None
         return
     if scheduler is not None:
@@ -1271,22 +1275,24 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
         parent = os.path.dirname(os.path.abspath(report))
         if not os.path.isdir(parent):
             raise ValueError(f"--performance-report: folder {parent!r} does not exist")
-        if scheduler in ("threads", "synchronous", "sync", "single-threaded"):
+        if scheduler in _IN_PROCESS:
             raise ValueError(
                 f"--performance-report needs a distributed scheduler, not --scheduler {scheduler}"
             )
+    workers = getattr(args, "workers", None) or 2
     what = (
         f"cluster from {cluster}"
         if cluster
         else f"scheduler {scheduler}"
         if scheduler
-        else f"local cluster ({getattr(args, 'workers', 2)} worker process(es), 1 thread each)"
+        else f"local cluster ({workers} worker process(es), 1 thread each)"
     )
-    progress.say(f"connecting: {what}")
+    if scheduler not in _IN_PROCESS:  # in process: the line below says so
+        progress.say(f"connecting: {what}")
     with open_client(
         cluster=cluster,
         scheduler=scheduler,
-        n_workers=getattr(args, "workers", 2),
+        n_workers=workers,
         memory_limit=getattr(args, "memory_limit", "auto"),
         local_directory=local_directory,
         connect_timeout=getattr(args, "connect_timeout", None),
