@@ -55,6 +55,7 @@ from ppa_dask.app.batchjobs import (
     check_jobqueue_options,
 )
 from ppa_dask.app.dashboard import open_page
+from ppa_dask.ppa import fused
 from ppa_dask.utils.blas import BLAS_THREAD_VARIABLES, one_blas_thread
 from ppa_dask.utils.progress import bar_line, step_progress
 from ppa_dask.utils.signals import keep_signal_handlers
@@ -1289,6 +1290,10 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
     )
     if scheduler not in _IN_PROCESS:  # in process: the line below says so
         progress.say(f"connecting: {what}")
+    if cluster is None:
+        # the kernels compiled (or loaded) in a thread of this process while the local workers
+        # start: they then load the cache instead of each compiling it (ppa.fused)
+        fused.compile_kernels(wait=False)
     with open_client(
         cluster=cluster,
         scheduler=scheduler,

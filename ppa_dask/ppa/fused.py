@@ -23,17 +23,37 @@ loop indexes a 1-D row view with the bare loop variable: 2-D indexing does not v
 
 Fold membership is hashed here too (SplitMix64 of the seed and the global row index), so no
 label array is built or stored; :func:`row_hash` is the same function for callers outside.
+
+Compiled once per machine: every kernel has one explicit signature (:data:`SIGNATURES`: float64,
+C-contiguous, read-only where it only reads; the wrappers below bring any input to it, and numba
+converts a writable array to the read-only type for free), and :func:`compile_kernels` compiles
+them all, or loads them from numba's on-disk cache, then disables further specialisation. Left
+to itself numba compiled each helper once per distinct argument type at each call site (a
+constant ``0`` is a literal type of its own), 16 specialisations instead of 11, and every worker
+process compiled them at the same time. The first kernel call of a process runs
+:func:`compile_kernels` under a file lock in the cache folder, so concurrent processes on a fresh
+machine compile once and the others load the cache; the CLI starts it in a background thread
+before its local cluster's workers start (they then wait for it and load).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
+import time
+
 import numpy as np
 from numba import njit
+from numba import types as _nt
 
 __all__ = [
     "CHUNK",
+    "COMPILE_LOCK_TIMEOUT",
     "GATHER_FROM",
+    "SIGNATURES",
     "apply_step",
+    "compile_kernels",
     "centred_moments",
     "chebyshev_rows",
     "fused_step_pass",
@@ -46,19 +66,231 @@ CHUNK = 256
 _FASTMATH = {"reassoc", "contract"}
 
 
+#: the kernels in the order :func:`compile_kernels` compiles them (callees before callers)
+_KERNELS = {}
+
+
 def _compiled(**options):
     """``numba.njit(cache=True, nogil=True, **options)``, or without the on-disk cache when there
     is nowhere to write it (a read-only installation and no usable home or ``NUMBA_CACHE_DIR``:
     numba then refuses ``cache=True`` at import); the kernels are then compiled once per process
-    instead of once per installation."""
+    instead of once per installation. Numba's cache goes beside this file when its folder is
+    writable, else to ``NUMBA_CACHE_DIR`` when set (it is then the only place looked at), else to
+    the user's cache folder (``~/.cache/numba``)."""
 
     def decorate(func):
         try:
-            return njit(cache=True, nogil=True, **options)(func)
+            kernel = njit(cache=True, nogil=True, **options)(func)
         except RuntimeError:
-            return njit(cache=False, nogil=True, **options)(func)
+            kernel = njit(cache=False, nogil=True, **options)(func)
+        _KERNELS[func.__name__] = kernel
+        return kernel
 
     return decorate
+
+
+def _array(ndim, dtype=_nt.float64, readonly=False, layout="C"):
+    return _nt.Array(dtype, ndim, layout, readonly=readonly)
+
+
+_i8, _u8, _f8, _b1 = _nt.int64, _nt.uint64, _nt.float64, _nt.boolean
+_R1, _R2, _R3 = (_array(k, readonly=True) for k in (1, 2, 3))  # read only
+_W1, _W2, _W3 = (_array(k) for k in (1, 2, 3))  # written
+_RI1 = _array(1, _nt.int64, readonly=True)
+
+#: The one signature of each kernel (argument types; numba infers the result). Arrays are
+#: float64 and C-contiguous (a step's coefficients, a slice of the padded stack of them, also
+#: strided); those a kernel only reads are typed read-only, so a read-only input (a memory map,
+#: a buffer from a store) needs no specialisation of its own.
+SIGNATURES = {
+    "_splitmix64": (_u8,),
+    "_hash_key": (_u8,),
+    "_row_hash_range": (_i8, _i8, _u8),
+    "_chebyshev_fill": (_R1, _i8, _i8, _i8, _W3),
+    "_extended_fill": (_R1, _i8, _i8, _f8, _f8, _i8, _W3, _W1, _W1),
+    "_alpha_chunk": (_R2, _i8, _i8, _R1, _W1),
+    "_shift_chunk": (
+        _R1,
+        _i8,
+        _f8,
+        _R1,
+        _array(2, readonly=True, layout="A"),
+        _R2,
+        _R2,
+        _i8,
+        _W2,
+        _i8,
+    ),  # fmt: skip
+    "_step_kernel": (_R2, _R1, _b1, _f8, _R1, _R2, _f8, _f8, _f8, _f8, _W2, _W1),
+    "_cross_moments": (_R2, _R2, _i8, _i8, _i8, _W2),
+    "_direction_moments": (
+        _R2,
+        _i8,
+        _i8,
+        _R1,
+        _f8,
+        _f8,
+        _i8,
+        _W1,
+        _W1,
+        _W3,
+        _W1,
+        _W1,
+        _W1,
+        _W2,
+    ),  # fmt: skip
+    "_fused_kernel": (
+        _R2,
+        _b1,
+        _R1,
+        _RI1,
+        _b1,
+        _W2,
+        _i8,
+        _b1,
+        _R2,
+        _R3,
+        _RI1,
+        _R2,
+        _b1,
+        _R2,
+        _R2,
+        _R1,
+        _R1,
+        _i8,
+        _i8,
+        _u8,
+        _i8,
+    ),  # fmt: skip
+    "_centred_moments_kernel": (_R2,),
+}
+
+#: Seconds a process waits for another one compiling the kernels into the same cache before it
+#: compiles them itself (a process that dies releases the lock at once).
+COMPILE_LOCK_TIMEOUT = 600.0
+_LOCK_FILE = "ppa_dask-compile.lock"
+
+_compile_state = {"record": None, "thread": None, "error": None}
+_compile_guard = threading.Lock()  # one compiling thread per process
+_ready = False  # set once every kernel has its signature: checked by each wrapper's call
+
+
+@contextlib.contextmanager
+def _machine_lock(folder, timeout):
+    """An exclusive ``flock`` on a file in ``folder`` (the cache), waited for at most
+    ``timeout`` seconds; yields the seconds waited. Without ``fcntl`` (Windows) or a writable
+    folder it is no lock: each process then compiles for itself."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield 0.0
+        return
+    try:
+        fd = os.open(os.path.join(folder, _LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield 0.0
+        return
+    t0 = time.perf_counter()
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.perf_counter() - t0 > timeout:
+                    break  # compile without it rather than wait for ever
+                time.sleep(0.05)
+        yield time.perf_counter() - t0
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _compile_all(timeout):
+    global _ready
+    t0 = time.perf_counter()
+    folder = _KERNELS["_fused_kernel"].stats.cache_path  # None without the on-disk cache
+    lock = _machine_lock(folder, timeout) if folder else contextlib.nullcontext(0.0)
+    compiled, loaded = [], []
+    with lock as waited:
+        t1 = time.perf_counter()
+        for name, kernel in _KERNELS.items():
+            sig = SIGNATURES[name]
+            if sig not in kernel.signatures:
+                misses = sum(kernel.stats.cache_misses.values())
+                kernel.compile(sig)
+                (compiled if sum(kernel.stats.cache_misses.values()) > misses else loaded).append(
+                    name
+                )
+            # from now on a call converts to this signature (a literal 0 to int64, a writable
+            # array to read-only, C to any layout) instead of compiling another one
+            kernel.disable_compile()
+    _ready = True
+    return {
+        "seconds": time.perf_counter() - t0,
+        "waited_s": waited,
+        "work_s": time.perf_counter() - t1,
+        "compiled": compiled,
+        "loaded": loaded,
+        "cache_dir": folder,
+    }
+
+
+def _run_compile(timeout):
+    try:
+        _compile_state["record"] = _compile_all(timeout)
+    except BaseException as exc:  # re-raised in the thread that waits for it
+        _compile_state["error"] = exc
+
+
+def compile_kernels(wait=True, timeout=COMPILE_LOCK_TIMEOUT):
+    """Compile every kernel for its one signature, or load it from numba's on-disk cache.
+
+    Runs once per process (the first kernel call does it too): the first process on a machine
+    compiles and writes the cache (about 10 s of LLVM on a quiet core), every later one loads
+    it (a fraction of a second). Processes sharing a cache folder take turns through a file
+    lock there, so workers started while another process compiles wait and then load.
+
+    Parameters
+    ----------
+    wait : bool
+        False: start it in a background thread and return None at once (a command does this
+        before its cluster starts, so that its workers find the cache); a later call with
+        ``wait=True``, or the first kernel call, waits for that thread.
+    timeout : float
+        Seconds to wait for another process's lock before compiling anyway.
+
+    Returns
+    -------
+    dict or None
+        ``seconds`` (wall time, lock included), ``waited_s`` (for the lock), ``work_s``,
+        ``compiled`` and ``loaded`` (kernel names: compiled here, loaded from the cache) and
+        ``cache_dir`` (None without an on-disk cache). The same record on every later call.
+
+    Examples
+    --------
+    >>> record = compile_kernels()
+    >>> sorted(record["compiled"] + record["loaded"]) == sorted(SIGNATURES)
+    True
+    """
+    with _compile_guard:
+        if _compile_state["thread"] is None:
+            thread = threading.Thread(
+                target=_run_compile, args=(timeout,), name="ppa-dask-compile", daemon=True
+            )
+            _compile_state["thread"] = thread
+            thread.start()
+        thread = _compile_state["thread"]
+    if not wait:
+        return None
+    thread.join()
+    if _compile_state["error"] is not None:
+        raise _compile_state["error"]
+    return dict(_compile_state["record"])
+
+
+def _kernels_ready():
+    if not _ready:
+        compile_kernels()
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -97,6 +329,7 @@ def row_hash(start, stop, seed):
     >>> bool((a[2:] == row_hash(2, 6, seed=1)).all())
     True
     """
+    _kernels_ready()
     start, stop = int(start), int(stop)
     return _row_hash_range(
         np.int64(start), np.int64(max(stop, start)), np.uint64(int(seed) & _MASK64)
@@ -240,6 +473,7 @@ def apply_step(Y, step, out, alpha=None):
     ``alpha`` (the step's coefficients): undone, ``out = y + e alpha + U v(t)``. ``out`` may be
     ``Y``. Returns ``alpha``.
     """
+    _kernels_ready()
     n = Y.shape[1]
     given = alpha is not None
     alpha_in = np.ascontiguousarray(alpha, dtype=np.float64) if given else _NO_CENTER
@@ -263,11 +497,14 @@ def apply_step(Y, step, out, alpha=None):
 
 def chebyshev_rows(t, degree, derivatives, lo=-np.inf, hi=np.inf, out=None):
     """Rows ``(derivatives + 1, degree + 1, n)``: the Chebyshev basis of ``t`` and its
-    derivatives, continued along the tangent outside ``[lo, hi]`` (none with the defaults)."""
+    derivatives, continued along the tangent outside ``[lo, hi]`` (none with the defaults);
+    written into ``out`` when given."""
+    _kernels_ready()
     t = np.ascontiguousarray(t, dtype=np.float64)
     n = t.shape[0]
-    if out is None:
-        out = np.empty((derivatives + 1, degree + 1, n))
+    shape = (int(derivatives) + 1, int(degree) + 1, n)
+    direct = out is not None and _writable_c(out) and out.shape == shape
+    rows = out if direct else np.empty(shape)
     _extended_fill(
         t,
         n,
@@ -275,11 +512,19 @@ def chebyshev_rows(t, degree, derivatives, lo=-np.inf, hi=np.inf, out=None):
         float(lo),
         float(hi),
         int(derivatives),
-        out,
+        rows,
         np.empty(n),
         np.empty(int(degree) + 1),
     )
-    return out
+    if out is not None and not direct:
+        out[...] = rows
+        rows = out
+    return rows
+
+
+def _writable_c(a):
+    """Whether ``a`` is of the type the kernels write: float64, C-contiguous, writable."""
+    return a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable
 
 
 @_compiled(fastmath=_FASTMATH, boundscheck=False)
@@ -623,6 +868,7 @@ def _centred_moments_kernel(X):
 def centred_moments(X):
     """Mean and scatter about the mean, ``sum (x - m)(x - m)^T``, of a block of samples ``(n, d)``
     (float64, C-contiguous), in two compiled sweeps."""
+    _kernels_ready()
     return _centred_moments_kernel(X)
 
 
@@ -688,6 +934,7 @@ def fused_step_pass(
         ``n_folds > 1``) and the row count, all rows (not the complement) of each fold. With
         ``ahead``, a list of such tuples: the step's, then one per direction ahead.
     """
+    _kernels_ready()
     source = center is not None
     pick = source and columns is not None
     f = (len(columns) if pick else Y.shape[1]) if source else Y.shape[0]
