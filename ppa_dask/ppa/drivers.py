@@ -31,7 +31,7 @@ import numpy as np
 
 from ppa_dask.ppa import kernels
 from ppa_dask.utils.blas import one_blas_thread
-from ppa_dask.utils.compute import compute, persist, tree_reduce
+from ppa_dask.utils.compute import compute, current_client, merge_as_tree, persist, tree_reduce
 
 RESIDUAL_CACHES = ("auto", "persist", "checkpoint", "recompute")
 #: Steps gathered ahead per pass with ``lookahead="auto"`` where passes read the data: one pass
@@ -81,6 +81,14 @@ CHECKPOINT_COMPACT_WIDTH = 16
 # read only the disk or the page cache. The copy serves one pass more (step 1's, which would
 # otherwise read the source), so no more checkpoints are written than with two source reads
 CHECKPOINT_EVERY = 2
+#: Tasks of a grouped pass per thread of the cluster (docs/design.md section 3.11): a pass is
+#: then O(threads) tasks whatever the number of chunks
+GROUPS_PER_THREAD = 1
+#: The Dask configuration key a DaskDriver built without ``groups`` reads it from (default
+#: ``"auto"``): ``dask.config.set({"ppa-dask.pass-groups": None})`` runs a fit's passes one
+#: task per block, as before grouped passes existed
+PASS_GROUPS_CONFIG = "ppa-dask.pass-groups"
+_CONFIGURED = object()
 
 
 class ResidualFrame:
@@ -431,6 +439,141 @@ def _objective_on_result(result, *args, **kwargs):
     return kernels.objective_pass_kernel(result[0], *args, **kwargs)
 
 
+# --------------------------------------------------------------------------------------------
+# grouped passes (docs/design.md section 3.11): one task runs the block kernel over a group of
+# blocks, one after another, and returns every block's moments; the client merges them in the
+# tree of global block indices that the one-task-per-block pass builds, so the model does not
+# depend on the grouping
+# --------------------------------------------------------------------------------------------
+
+
+def block_groups(n_blocks, n_groups, owners=None, threads=None):
+    """Split block indices ``0 .. n_blocks - 1`` into groups, each a list in ascending order.
+
+    Without ``owners``: ``n_groups`` runs of consecutive blocks (as equal as they divide).
+    With ``owners`` (the worker holding each block) and ``threads`` (worker -> threads): each
+    worker's blocks, in ascending order, split into ``threads * GROUPS_PER_THREAD`` runs, so a
+    group's blocks all live on one worker. Groups are returned ordered by their first block.
+
+    Examples
+    --------
+    >>> block_groups(5, 2)
+    [[0, 1, 2], [3, 4]]
+    >>> block_groups(5, 9, owners=["a", "b", "a", "b", "a"], threads={"a": 1, "b": 1})
+    [[0, 2, 4], [1, 3]]
+    """
+    if owners is None:
+        pieces = np.array_split(np.arange(n_blocks), max(1, min(n_blocks, int(n_groups))))
+    else:
+        pieces = []
+        for worker in sorted(set(owners)):
+            mine = np.flatnonzero(np.asarray(owners, dtype=object) == worker)
+            count = max(1, min(len(mine), int(threads.get(worker, 1)) * GROUPS_PER_THREAD))
+            pieces.extend(np.array_split(mine, count))
+    groups = [p.tolist() for p in pieces if len(p)]
+    return sorted(groups, key=lambda g: g[0])
+
+
+def pack_moments(parts):
+    """A group's per-block moment dicts as one dict of stacked arrays, and back
+    (:func:`unpack_moments`): on the wire an array is a frame, so a group's moments cost a few
+    frames instead of a few per block (256 blocks' dicts took 150 ms per pass to gather).
+    Unpacking gives every block's values back bit for bit (scalars as their own type).
+
+    Examples
+    --------
+    >>> parts = [dict(n=3, s=np.ones(2), ahead=[dict(n=1)]), dict(n=4, s=np.zeros(2),
+    ...     ahead=[dict(n=2)])]
+    >>> back = unpack_moments(pack_moments(parts))
+    >>> back[1]["n"], back[1]["s"].tolist(), back[0]["ahead"][0]["n"]
+    (4, [0.0, 0.0], 1)
+    """
+    out = {}
+    for key in parts[0]:
+        values = [p[key] for p in parts]
+        first = values[0]
+        if isinstance(first, list):  # the moments of steps gathered ahead
+            out[key] = ("list", [pack_moments([v[j] for v in values]) for j in range(len(first))])
+        elif isinstance(first, np.ndarray) and any(v.shape != first.shape for v in values):
+            sizes = np.array([len(v) for v in values])
+            out[key] = ("ragged", np.concatenate(values), sizes)
+        elif isinstance(first, np.ndarray):
+            out[key] = ("array", np.stack(values))
+        else:
+            out[key] = ("scalar", np.array(values), type(first))
+    return len(parts), out
+
+
+def unpack_moments(packed):
+    """The per-block dicts :func:`pack_moments` packed."""
+    count, packed = packed
+    parts = [{} for _ in range(count)]
+    for key, entry in packed.items():
+        kind = entry[0]
+        if kind == "list":
+            columns = [unpack_moments(e) for e in entry[1]]
+            values = [[c[i] for c in columns] for i in range(count)]
+        elif kind == "ragged":
+            values = np.split(entry[1], np.cumsum(entry[2])[:-1])
+        elif kind == "array":
+            values = list(entry[1])
+        else:
+            values = [entry[2](v) for v in entry[1]]
+        for part, value in zip(parts, values):
+            part[key] = value
+    return parts
+
+
+def _in_block_order(plan, results, n_blocks):
+    """Per-block results of a grouped pass (``results[g]`` lists group ``plan[g]``'s blocks'),
+    put back in global block order."""
+    out = [None] * n_blocks
+    for indices, values in zip(plan, results):
+        for i, value in zip(indices, values):
+            out[i] = value
+    return out
+
+
+def _group_pass(held, starts, center, *args, keep, **kwargs):
+    """:func:`kernels.pass_kernel` over the blocks of a held group ``(blocks, moments)`` (or
+    ``(source blocks, None)``), one
+    block at a time: returns ``(residual blocks or None, [moments per block])``."""
+    residuals, moments = [], []
+    for block, start in zip(held[0], starts):
+        residual, m = kernels.pass_kernel(block, start, center, *args, keep=keep, **kwargs)
+        residuals.append(residual)
+        moments.append(m)
+    return (tuple(residuals) if keep else None), pack_moments(moments)
+
+
+def _group_checkpointed_pass(sources, targets, starts, center, *args, **kwargs):
+    """:func:`_checkpointed_pass` over a group's checkpoint files, one block at a time (a task
+    holds one block): returns the moments per block."""
+    return pack_moments(
+        [
+            _checkpointed_pass(source, target, start, center, *args, **kwargs)
+            for source, target, start in zip(sources, targets, starts)
+        ]
+    )
+
+
+def _group_objective(held, center, *args, **kwargs):
+    """:func:`kernels.objective_pass_kernel` over a held group's blocks, per block."""
+    return pack_moments(
+        [kernels.objective_pass_kernel(b, center, *args, **kwargs) for b in held[0]]
+    )
+
+
+def _group_objective_checkpointed(paths, center, *args, **kwargs):
+    """:func:`kernels.objective_pass_kernel` over a group's checkpoint files, one at a time."""
+    return pack_moments(
+        [
+            kernels.objective_pass_kernel(_read_checkpoint(p), center, *args, **kwargs)
+            for p in paths
+        ]
+    )
+
+
 class DaskDriver(Driver):
     """Dask driver: kernels mapped over row chunks, moments tree-reduced.
 
@@ -457,6 +600,16 @@ class DaskDriver(Driver):
     checkpoint_dir : str or None
         Parent directory of the checkpoints; it must be readable and writable by every worker
         (shared storage on a multi-machine cluster). None: the system's temporary directory.
+    groups : "auto", int or None, optional
+        (Default: the Dask configuration value ``PASS_GROUPS_CONFIG``, else ``"auto"``.)
+        Blocks per task of a pass (docs/design.md section 3.11). ``"auto"``: the passes over a
+        kept residual (persisted or checkpointed) run one task per group of blocks,
+        ``GROUPS_PER_THREAD`` groups per thread of the cluster (of this machine without a
+        Client), each group the blocks one worker holds when the source is already in worker
+        memory; so a pass costs O(threads) tasks whatever the number of chunks. An int: that
+        many groups of consecutive blocks. None: one task per block in every pass. The model
+        is the same bit for bit: every block's moments come back and are merged in the tree of
+        global block indices that ``split_every`` defines.
     """
 
     def __init__(
@@ -466,7 +619,14 @@ class DaskDriver(Driver):
         split_every=8,
         block_rows=kernels.SUB_BLOCK_ROWS,
         checkpoint_dir=None,
+        groups=_CONFIGURED,
     ):
+        if groups is _CONFIGURED:
+            import dask
+
+            groups = dask.config.get(PASS_GROUPS_CONFIG, "auto")
+        if not (groups is None or groups == "auto" or (isinstance(groups, int) and groups > 0)):
+            raise ValueError(f"groups must be 'auto', a positive int or None, got {groups!r}")
         if X.numblocks[1] != 1:
             X = X.rechunk({1: -1})
         self.X = X
@@ -494,6 +654,51 @@ class DaskDriver(Driver):
         self._frame = ResidualFrame()
         self._applied = 0
         self.n_passes = 0
+        self.groups = groups
+        self._plan = None  # the groups of a grouped pass, fixed at the first one
+        # persisted groups (blocks, moments) of a grouped pass: the blocks as read (with
+        # _held_source) or the residual
+        self._held = None
+        self._held_source = False
+
+    def group_plan(self):
+        """The groups of block indices of this driver's grouped passes (fixed once made), or
+        None when every pass runs one task per block (``groups=None``)."""
+        if self.groups is None:
+            return None
+        if self._plan is None:
+            n = len(self.starts)
+            if self.groups != "auto":
+                self._plan = block_groups(n, self.groups)
+            else:
+                self._plan = self._auto_plan(n)
+        return self._plan
+
+    def _auto_plan(self, n):
+        client = current_client()
+        if client is None:
+            import dask
+            from dask.system import CPU_COUNT
+
+            threads = dask.config.get("num_workers", None) or CPU_COUNT
+            return block_groups(n, threads * GROUPS_PER_THREAD)
+        workers = client.scheduler_info(n_workers=-1).get("workers", {})
+        threads = {w: int(info.get("nthreads", 1) or 1) for w, info in workers.items()}
+        owners = None
+        with contextlib.suppress(Exception):  # a source not in worker memory has no owners
+            # the first pass of a persisted fit keeps the blocks it read where it read them
+            where = client.who_has(self.source_blocks)
+            located = [sorted(where.get(b.key) or ()) for b in self.source_blocks]
+            if located and all(located):
+                owners = [w[0] for w in located]
+        total = max(1, sum(threads.values()))
+        return block_groups(n, total * GROUPS_PER_THREAD, owners, threads)
+
+    def _merge_groups(self, plan, results, combine):
+        """The groups' per-block results merged in the tree of global block indices."""
+        results = [unpack_moments(r) for r in results]
+        parts = _in_block_order(plan, results, len(self.starts))
+        return merge_as_tree(parts, combine, self.split_every)
 
     def first_pass(self, sample_index):
         import dask
@@ -543,6 +748,10 @@ class DaskDriver(Driver):
     def _current(self, mean, steps):
         """The blocks to read (source blocks, persisted blocks or checkpoint paths), the mean to
         centre them by (source only), their frame and the fitted steps not yet applied."""
+        if self._held is not None:  # persisted groups
+            if self._held_source:
+                return self._held, mean, ResidualFrame(), steps
+            return self._held, None, self._frame, steps[self._applied :]
         if self._residual is None:
             return self.source_blocks, mean, ResidualFrame(), steps
         if self._source_copy:  # the first checkpoint: the source blocks as read
@@ -596,7 +805,65 @@ class DaskDriver(Driver):
             targets,
             previous,
         )
-        if mode == "checkpoint":
+        grouped = self._held is not None or (
+            self.groups is not None
+            and (
+                (mode == "checkpoint" and self._residual is not None)
+                # step 1's pass on the source blocks the first pass kept in worker memory
+                or (mode == "persist" and self.source_blocks is not self._source)
+            )
+        )
+        if grouped:
+            plan = self.group_plan()
+            if mode == "persist" and self._held is None:
+                blocks = [([blocks[i] for i in g], None) for g in plan]
+            group_keys = task_keys(
+                f"ppa-step-{len(steps) + 1:02d}-pass", len(plan), keys[0][0], plan
+            )
+            options = dict(sub_block=self.block_rows, rotation=rotation, ahead=ahead)
+            if mode == "checkpoint":
+                task = dask.delayed(_group_checkpointed_pass, pure=False)
+                parts = [
+                    task(
+                        [blocks[i] for i in g],
+                        [targets[i] for i in g],
+                        [self.starts[i] for i in g],
+                        center,
+                        *args,
+                        keep=keep,
+                        **options,
+                        dask_key_name=key,
+                    )
+                    for g, key in zip(plan, group_keys)
+                ]
+                results = compute(*parts)
+                if keep:
+                    self._residual = targets
+            else:
+                task = dask.delayed(_group_pass, pure=True)
+                outs = [
+                    task(
+                        held,
+                        [self.starts[i] for i in g],
+                        center,
+                        *args,
+                        keep=keep,
+                        **options,
+                        dask_key_name=key,
+                    )
+                    for held, g, key in zip(blocks, plan, group_keys)
+                ]
+                if keep:
+                    # each group's residual stays where it was computed, beside its input;
+                    # only the moments are split off and gathered
+                    kept = persist(*outs, *[o[1] for o in outs])
+                    self._held, self._held_source = list(kept[: len(outs)]), False
+                    results = compute(*kept[len(outs) :])
+                else:
+                    results = [out[1] for out in compute(*outs)]
+                    self._held, self._held_source = None, False
+            total = self._merge_groups(plan, results, kernels.combine_step_moments)
+        elif mode == "checkpoint":
             chunk = dask.delayed(_checkpointed_pass, pure=False)
             parts = [
                 chunk(
@@ -672,6 +939,12 @@ class DaskDriver(Driver):
         # a read like a step pass's: a step of many objective passes then writes its checkpoint
         self._reads += 1
         blocks, center, frame, pending = self._current(mean, steps)
+        if self._held is not None or (
+            self._residual is not None
+            and self.residual_cache == "checkpoint"
+            and self.groups is not None
+        ):
+            return self._grouped_objective(blocks, center, frame, pending, mean, steps, spec)
         kernel = kernels.objective_pass_kernel
         if self._residual is not None and self.residual_cache == "checkpoint":
             read = dask.delayed(_read_checkpoint, pure=False)
@@ -713,7 +986,47 @@ class DaskDriver(Driver):
         (total,) = compute(merged)
         return _objective_in_ambient(frame, total)
 
+    def _grouped_objective(self, blocks, center, frame, pending, mean, steps, spec):
+        """:meth:`objective_pass` with one task per group (held groups or checkpoint files)."""
+        import dask
+
+        plan = self.group_plan()
+        keys = task_keys(
+            f"ppa-step-{len(steps) + 1:02d}-objective",
+            len(plan),
+            self.X.name,
+            mean,
+            steps,
+            spec,
+            self.n_passes,
+            self._checkpoint_root,
+            plan,
+        )
+        if self._held is not None:
+            task, inputs = dask.delayed(_group_objective, pure=True), blocks
+        else:
+            task = dask.delayed(_group_objective_checkpointed, pure=False)
+            inputs = [[blocks[i] for i in g] for g in plan]
+        pending, direction = frame.steps_into(pending), frame.into(spec.direction)
+        parts = [
+            task(
+                group,
+                center,
+                pending,
+                direction,
+                spec.offset,
+                spec.scale,
+                spec.max_degree,
+                sub_block=self.block_rows,
+                dask_key_name=key,
+            )
+            for group, key in zip(inputs, keys)
+        ]
+        total = self._merge_groups(plan, compute(*parts), kernels.combine_objective_moments)
+        return _objective_in_ambient(frame, total)
+
     def close(self):
+        self._held, self._held_source = None, False
         self._residual, self._source_copy = None, False
         self.source_blocks = self._source
         if self._checkpoint_root is not None:

@@ -11,7 +11,14 @@ import contextlib
 
 from ppa_dask.utils.blas import one_blas_thread
 
-__all__ = ["compute", "current_client", "persist", "tree_reduce", "uses_local_scheduler"]
+__all__ = [
+    "compute",
+    "current_client",
+    "merge_as_tree",
+    "persist",
+    "tree_reduce",
+    "uses_local_scheduler",
+]
 
 
 def tree_reduce(parts, combine, split_every, name=None):
@@ -55,6 +62,28 @@ def tree_reduce(parts, combine, split_every, name=None):
 
     while len(parts) > 1:
         parts = [merge(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
+    return parts[0]
+
+
+def merge_as_tree(parts, combine, split_every):
+    """Combine a list of partial results here, in the tree :func:`tree_reduce` would build.
+
+    The same groups of ``split_every`` in the same order at every level, so the floating-point
+    result is bit for bit what :func:`tree_reduce` computes on the cluster from the same parts:
+    a pass whose tasks each handle several blocks returns every block's partial result and the
+    client merges them by global block index, whatever the grouping.
+
+    Examples
+    --------
+    >>> import dask
+    >>> parts = [0.1 * i for i in range(20)]
+    >>> merge_as_tree(parts, sum, 8) == tree_reduce(
+    ...     [dask.delayed(p) for p in parts], sum, 8).compute()
+    True
+    """
+    parts = list(parts)
+    while len(parts) > 1:
+        parts = [combine(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
     return parts[0]
 
 

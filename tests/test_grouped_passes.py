@@ -1,0 +1,135 @@
+"""Grouped passes (docs/design.md section 3.11): one task per group of blocks, the same model.
+
+Every block's moments come back from its group and are merged in the tree of global block
+indices, so the model is bit for bit the one-task-per-block model for any grouping and equal
+to the in-memory fit (and the direct port) to rounding; a pass runs O(threads) tasks whatever
+the chunk count; a killed worker's group is recomputed from its source blocks.
+"""
+
+import os
+import signal
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from dask.callbacks import Callback
+from direct_ppa import fit_direct, transform_direct
+
+from ppa_dask import datasets
+from ppa_dask.app.cluster import local_client
+from ppa_dask.ppa import drivers
+from ppa_dask.ppa.estimator import PPA
+
+X = datasets.make_curved_manifold(6_000, n_features=5, random_state=3)
+PARAMS = dict(degree=(1, 2, 3), cv=2, random_state=0)
+ATTRS = ("mean_", "leading_vectors_", "coefficients_", "alpha_ranges_", "explained_variance_")
+
+
+def fit(groups, chunks, cache, tmp_path=None, **extra):
+    params = dict(PARAMS, residual_cache=cache, **extra)
+    if cache == "checkpoint":
+        params["checkpoint_dir"] = str(tmp_path)
+    with dask.config.set({drivers.PASS_GROUPS_CONFIG: groups}):
+        return PPA(**params).fit(da.from_array(X, chunks=(chunks, -1)))
+
+
+def arrays(model):
+    return [np.concatenate([np.ravel(a) for a in np.atleast_1d(getattr(model, n))]) for n in ATTRS]
+
+
+@pytest.mark.parametrize("cache", ["persist", "checkpoint", "recompute", "auto"])
+@pytest.mark.parametrize("lookahead", [0, "auto"])
+def test_any_grouping_gives_the_ungrouped_model_bit_for_bit(cache, lookahead, tmp_path):
+    ungrouped = fit(None, 500, cache, tmp_path, lookahead=lookahead)
+    memory = PPA(**PARAMS, lookahead=lookahead).fit(X)
+    for groups in ("auto", 1, 5, 12):
+        grouped = fit(groups, 500, cache, tmp_path, lookahead=lookahead)
+        for a, b in zip(arrays(grouped), arrays(ungrouped)):
+            assert np.array_equal(a, b)
+        assert np.array_equal(grouped.degrees_, ungrouped.degrees_)
+    for a, b in zip(arrays(ungrouped), arrays(memory)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_grouped_fit_matches_the_direct_port_for_any_chunking():
+    reference = transform_direct(fit_direct(X, 2), X)
+    for chunks in (700, 1500, 6000):
+        with dask.config.set({drivers.PASS_GROUPS_CONFIG: 3}):
+            model = PPA(degree=2, random_state=0).fit(da.from_array(X, chunks=(chunks, -1)))
+        np.testing.assert_allclose(np.abs(model.transform(X)), np.abs(reference), atol=1e-8)
+
+
+class Tasks(Callback):
+    def __init__(self):
+        super().__init__()
+        self.keys = []
+
+    def _pretask(self, key, dsk, state):
+        self.keys.append(key)
+
+
+def name(key):
+    return str(key[0] if isinstance(key, tuple) else key)
+
+
+def tasks_of_a_fit(chunks):
+    counter = Tasks()
+    with counter, dask.config.set({drivers.PASS_GROUPS_CONFIG: "auto", "num_workers": 2}):
+        model = PPA(degree=2, residual_cache="persist", random_state=0).fit(
+            da.from_array(X, chunks=(chunks, -1))
+        )
+    return model, counter.keys
+
+
+def test_tasks_per_pass_are_a_constant_times_the_threads_not_the_chunks():
+    for chunks in (375, 24):  # 16 and 250 chunks
+        model, keys = tasks_of_a_fit(chunks)
+        n_chunks = len(range(0, len(X), chunks))
+        step_tasks = [
+            k for k in keys if str(k[0] if isinstance(k, tuple) else k).startswith("ppa-step-")
+        ]
+        # 2 threads x GROUPS_PER_THREAD groups per pass, and nothing per block
+        assert len(step_tasks) <= 2 * drivers.GROUPS_PER_THREAD * (model.n_passes_ - 1)
+        # every other task after the first pass (which reads the source block by block and
+        # keeps the blocks where it read them): a constant per pass, whatever the chunks
+        later = [k for k in keys if not name(k).startswith(("ppa-moments", "array"))]
+        assert len(later) <= 4 * 2 * drivers.GROUPS_PER_THREAD * model.n_passes_
+        assert len(keys) - len(later) >= n_chunks
+
+
+def test_block_groups_cover_every_block_once_in_order():
+    for n, g in ((1, 4), (7, 3), (100, 8), (5, 50)):
+        groups = drivers.block_groups(n, g)
+        assert sorted(i for grp in groups for i in grp) == list(range(n))
+        assert len(groups) == min(n, g) and all(grp == sorted(grp) for grp in groups)
+    owners = ["b", "a", "b", "b", "a"]
+    groups = drivers.block_groups(5, 4, owners, {"a": 1, "b": 2})
+    assert all(len({owners[i] for i in grp}) == 1 for grp in groups)
+    with pytest.raises(ValueError, match="groups must be"):
+        drivers.DaskDriver(da.from_array(X, chunks=(500, -1)), groups=0)
+
+
+def test_a_killed_workers_group_is_recomputed_with_the_same_model():
+    values = np.tile(X, (4, 1))
+    with local_client(
+        n_workers=2, threads_per_worker=1, memory_limit="2GiB", dashboard_address=None
+    ) as client:
+        client.wait_for_workers(2, timeout=120)
+        data = da.from_array(values, chunks=(1000, -1))  # 24 blocks, a group holds several
+        params = dict(degree=2, residual_cache="persist", random_state=0)
+        undisturbed = PPA(**params).fit(data)
+        killed = []
+
+        def progress(step, n_steps):
+            if step == 2:  # step 2's residual groups are held by the workers
+                pids = client.run(os.getpid)
+                holding = [w for w, keys in client.has_what().items() if keys and w in pids]
+                address = sorted(holding or pids)[0]
+                os.kill(pids[address], signal.SIGKILL)
+                killed.append(address)
+
+        disturbed = PPA(**params).fit(data, progress=progress)
+    assert killed
+    for a, b in zip(arrays(disturbed), arrays(undisturbed)):
+        assert np.array_equal(a, b)
