@@ -88,7 +88,7 @@ def UCI(raw):
 
 def test_every_bundled_file_is_listed_in_provenance_with_its_checksum():
     table = _provenance_table()
-    bundled = sorted(e.name for e in DATA.iterdir() if e.name != "PROVENANCE.md")
+    bundled = sorted(e.name for e in DATA.iterdir() if e.is_file() and e.name != "PROVENANCE.md")
     assert sorted(table) == bundled
     for name in bundled:
         raw = _decompress(DATA / name)
@@ -150,7 +150,7 @@ def test_loaders_read_only_the_bundled_files(tmp_path):
                          text=True, timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     data, *opened = out.stdout.split()
-    bundled = {e.name for e in DATA.iterdir() if e.name != "PROVENANCE.md"}
+    bundled = {e.name for e in DATA.iterdir() if e.is_file() and e.name != "PROVENANCE.md"}
     assert {Path(p).parent for p in opened} == {Path(data)}, opened
     assert {Path(p).name for p in opened} == bundled
 
@@ -475,3 +475,127 @@ def test_docstring_examples_hold():
 
     result = doctest.testmod(_loaders, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 10 and result.failed == 0
+
+
+# ------------------------------------------------- the Landsat 8 crop (GeoTIFFs) ---
+
+LANDSAT = DATA / "landsat8"
+
+
+def _landsat_provenance():
+    """(bundled files, properties) as data/landsat8/PROVENANCE.md states them."""
+    text = (LANDSAT / "PROVENANCE.md").read_text(encoding="utf-8")
+    bundled_part = text.split("## The bundled files", 1)[1].split("## What the files hold", 1)
+    files, props = {}, {}
+    for line in bundled_part[0].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and re.fullmatch(r"[0-9a-f]{64}", cells[3]):
+            files[cells[0]] = {"band": cells[1], "bytes": int(cells[2]), "sha256": cells[3]}
+    for line in bundled_part[1].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 2 and cells[0] not in ("property", "---"):
+            props[cells[0]] = cells[1]
+    return files, props
+
+
+def _read_bands_with_rasterio():
+    """The three bundled files read with rasterio directly (not through the loader)."""
+    import rasterio
+
+    files, _ = _landsat_provenance()
+    out = {}
+    for name, row in files.items():
+        with rasterio.open(LANDSAT / name) as src:
+            out[row["band"]] = {
+                "data": src.read(),
+                "crs": src.crs.to_epsg(),
+                "transform": tuple(src.transform)[:6],
+                "nodata": src.nodata,
+                "tags": src.tags(),
+            }
+    return out
+
+
+def test_landsat_files_are_listed_in_their_provenance_with_checksums():
+    files, _ = _landsat_provenance()
+    bundled = sorted(e.name for e in LANDSAT.iterdir() if e.name != "PROVENANCE.md")
+    assert sorted(files) == bundled and len(bundled) == 3
+    for name, row in files.items():
+        blob = (LANDSAT / name).read_bytes()
+        assert len(blob) == row["bytes"], name
+        assert hashlib.sha256(blob).hexdigest() == row["sha256"], name
+        assert name == f"{ds.LANDSAT_SCENE_ID}_{row['band']}.TIF"
+    assert {row["band"]: row["sha256"] for row in files.values()} == _loaders._LANDSAT_SHA256
+    # small enough to ship: under 1.5 MB for the three bands
+    assert sum(row["bytes"] for row in files.values()) < 1_500_000
+
+
+def test_landsat_crop_is_what_its_provenance_says():
+    _, props = _landsat_provenance()
+    raw = _read_bands_with_rasterio()
+    assert sorted(raw) == list(ds.LANDSAT_BANDS) == ["B2", "B3", "B4"]
+    rows, cols = (int(v) for v in props["rows, columns"].split(","))
+    transform = tuple(float(v) for v in props["transform (a, b, c, d, e, f)"].split(","))
+    for band, r in raw.items():
+        assert r["data"].shape == (1, rows, cols) and r["data"].dtype == props["dtype"], band
+        assert f"EPSG:{r['crs']}" == props["CRS"], band
+        assert r["transform"] == transform, band
+        assert r["nodata"] is None and props["no-data tag"] == "none", band
+        assert r["tags"]["LANDSAT_SCENE_ID"] == ds.LANDSAT_SCENE_ID
+        assert r["tags"]["LANDSAT_BAND"] == band
+
+    # the fill, counted here from the raw arrays: 0 in every band at once, never in some only
+    stack = np.concatenate([raw[b]["data"] for b in ds.LANDSAT_BANDS])
+    zero = stack == int(props["fill value"])
+    assert zero.all(axis=0).sum() == int(props["fill pixels (0 in every band)"])
+    assert (zero.any(axis=0) & ~zero.all(axis=0)).sum() == int(
+        props["pixels 0 in some bands only"]
+    )
+    assert round(zero.all(axis=0).mean(), 6) == float(props["fill fraction"])
+    assert 0.05 < zero.all(axis=0).mean() < 0.5  # fill included, yet mostly scene
+
+    # the loader's cube holds the same values in band order, on the files' grid
+    cube = ds.load_landsat_crop()
+    assert cube.dims == ("band", "y", "x") and cube.dtype == np.uint16
+    assert cube.band.values.tolist() == list(ds.LANDSAT_BANDS)
+    np.testing.assert_array_equal(cube.values, stack)
+    a, _, c, _, e, f = transform
+    np.testing.assert_allclose(cube.x.values, c + a * (np.arange(cols) + 0.5))
+    np.testing.assert_allclose(cube.y.values, f + e * (np.arange(rows) + 0.5))
+    assert cube.rio.crs.to_epsg() == raw["B2"]["crs"]
+    assert tuple(cube.rio.transform())[:6] == transform
+    assert cube.attrs["scene_id"] == ds.LANDSAT_SCENE_ID
+
+
+def test_landsat_paths_are_the_package_data_files_in_band_order():
+    paths = ds.load_landsat_crop(return_paths=True)
+    assert [Path(p).name for p in paths] == [
+        f"{ds.LANDSAT_SCENE_ID}_{band}.TIF" for band in ds.LANDSAT_BANDS
+    ]
+    assert {Path(p).resolve().parent for p in paths} == {Path(str(LANDSAT)).resolve()}
+
+
+def test_landsat_corrupted_or_missing_file_is_refused(tmp_path, monkeypatch):
+    folder = tmp_path / "data" / "landsat8"
+    folder.mkdir(parents=True)
+    for entry in LANDSAT.iterdir():
+        (folder / entry.name).write_bytes(entry.read_bytes())
+    monkeypatch.setattr(_loaders, "_data_dir", lambda: tmp_path / "data")
+    assert ds.load_landsat_crop(return_paths=True)[0].startswith(str(folder))
+    b3 = folder / f"{ds.LANDSAT_SCENE_ID}_B3.TIF"
+    blob = bytearray(b3.read_bytes())
+    blob[-100] ^= 0xFF
+    b3.write_bytes(bytes(blob))
+    for kwargs in ({}, {"return_paths": True}):
+        with pytest.raises(ValueError, match=r"_B3\.TIF'.*corrupted.*SHA-256"):
+            ds.load_landsat_crop(**kwargs)
+    (folder / f"{ds.LANDSAT_SCENE_ID}_B2.TIF").unlink()
+    with pytest.raises(FileNotFoundError, match=r"_B2\.TIF'.*missing.*landsat8"):
+        ds.load_landsat_crop(return_paths=True)
+
+
+def test_landsat_cube_without_rioxarray_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "rioxarray", None)  # import rioxarray -> ImportError
+    with pytest.raises(ImportError, match=r"rioxarray.*ppa-dask\[formats\].*return_paths"):
+        ds.load_landsat_crop()
+    assert len(ds.load_landsat_crop(return_paths=True)) == 3

@@ -5,13 +5,16 @@ Synthetic samples (:mod:`.synthetic`: helix and curved manifolds whose values de
 the seed and the row index, never on chunking, and :func:`write_zarr` for large stores), the
 cube (:mod:`.cube`: band x y x x spectra with clouds), the two parabolas of the PPA paper
 (:mod:`.toys`) and loaders of the real data sets shipped compressed in ``data/``
-(:mod:`.loaders`, with their provenance).
+(:mod:`.loaders`, with their provenance), among them a real Landsat 8 scene, one GeoTIFF per
+band (:func:`.load_landsat_crop`).
 
 >>> from ppa_dask.datasets import make_helix
 """
 
 from ppa_dask.datasets.cube import cube_wavelengths, make_cube
 from ppa_dask.datasets.loaders import (
+    LANDSAT_BANDS,
+    LANDSAT_SCENE_ID,
     PAPER_DATASETS,
     PAPER_SHAPES,
     PAPER_TABLE2_MINUTES,
@@ -22,6 +25,7 @@ from ppa_dask.datasets.loaders import (
     load_cpu_act,
     load_house_8l,
     load_japanese_vowels,
+    load_landsat_crop,
     load_magic_gamma,
     load_page_blocks,
     load_paper_dataset,
@@ -69,4 +73,7 @@ __all__ = [
     "load_cpu_act",
     "load_house_8l",
     "load_covid_italy",
+    "LANDSAT_SCENE_ID",
+    "LANDSAT_BANDS",
+    "load_landsat_crop",
 ]

@@ -17,6 +17,11 @@ The six data sets of the PPA paper (Laparra et al., 2014, Table 1) are named
 in :data:`PAPER_DATASETS`; :func:`load_paper_dataset` returns them with the
 paper's shapes (:data:`PAPER_SHAPES`).  The values are *not* scaled: the paper
 scales each feature to [0, 1], which is the experiment's job.
+
+One real scene is bundled as the files it comes in rather than compressed bytes:
+:func:`load_landsat_crop` reads three GeoTIFFs (one band each) of a Landsat 8 crop in
+``data/landsat8/`` (provenance, public-domain licence and checksums in
+``ppa_dask/datasets/data/landsat8/PROVENANCE.md``), checking each file's SHA-256.
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ __all__ = [
     "load_cpu_act",
     "load_house_8l",
     "load_covid_italy",
+    "LANDSAT_SCENE_ID",
+    "LANDSAT_BANDS",
+    "load_landsat_crop",
 ]
 
 #: The PPA paper's six data sets (Laparra et al., 2014, Section 5, Table 1).
@@ -894,3 +902,111 @@ def load_covid_italy(start=None, end=None) -> dict:
             f"{dates[0]} to {dates[-1]}"
         )
     return {k: v[keep] for k, v in out.items()}
+
+
+# --------------------------------------------------------------------------
+# a real scene: the Landsat 8 crop, one GeoTIFF per band
+# --------------------------------------------------------------------------
+
+#: The Landsat 8 scene the bundled crop is cut from (data/landsat8/PROVENANCE.md).
+LANDSAT_SCENE_ID = "LC08_L1TP_224078_20200518_20200518_01_RT"
+#: The bands of the crop, one file each: blue, green, red.
+LANDSAT_BANDS = ("B2", "B3", "B4")
+_LANDSAT_FOLDER = "landsat8"
+#: SHA-256 of each bundled band file; data/landsat8/PROVENANCE.md lists the same.
+_LANDSAT_SHA256 = {
+    "B2": "6343caa8ef502ffe0228636765917f7fd40330a511698a1871d138d273be4439",
+    "B3": "dd17338b3fcaaeb3b90580605d0ed2d7932aa0f74c7153f4de1cf6f788ce904c",
+    "B4": "602206b4f6ec68bbb160e66766c7710ceeab91ce72a284b66fd7c09d2bc3c045",
+}
+
+
+def _landsat_paths() -> list[str]:
+    """The three band files, each checked against its SHA-256, in band order."""
+    folder = _data_dir() / _LANDSAT_FOLDER
+    paths = []
+    for band in LANDSAT_BANDS:
+        name = f"{LANDSAT_SCENE_ID}_{band}.TIF"
+        entry = folder / name
+        if not entry.is_file():
+            raise FileNotFoundError(
+                f"bundled data file {name!r} is missing from the ppa_dask package data folder "
+                f"ppa_dask/datasets/data/{_LANDSAT_FOLDER}/; reinstall ppa-dask"
+            )
+        digest = hashlib.sha256(entry.read_bytes()).hexdigest()
+        if digest != _LANDSAT_SHA256[band]:
+            raise ValueError(
+                f"bundled data file {name!r} is corrupted: its SHA-256 is {digest}, expected "
+                f"{_LANDSAT_SHA256[band]} (see ppa_dask/datasets/data/{_LANDSAT_FOLDER}/"
+                "PROVENANCE.md)"
+            )
+        paths.append(str(entry))
+    return paths
+
+
+def load_landsat_crop(*, return_paths: bool = False):
+    """A real scene: 512 x 512 pixels of Landsat 8, blue, green and red, one GeoTIFF per band.
+
+    A window of the scene ``LC08_L1TP_224078_20200518_20200518_01_RT`` (2020-05-18, WRS-2 path
+    224 row 078; US public domain, courtesy of the U.S. Geological Survey) on the Itaipu
+    reservoir: fields, shore, water and, in the upper right, the area outside the scene. The
+    files are as Landsat files come: one band per file, uint16 digital numbers, EPSG:32621, and
+    **0 outside the scene in every band with no no-data tag** (10.2 % of the pixels): fit the
+    valid pixels only (``cube.where(cube != 0)``), or the zeros are fitted as data. Provenance,
+    licence and checksums: ``ppa_dask/datasets/data/landsat8/PROVENANCE.md``.
+
+    Parameters
+    ----------
+    return_paths : bool, default False
+        Return the paths of the three GeoTIFFs (B2, B3, B4) instead of the cube: what a
+        reader of one-file-per-band rasters, or the command line, is given.
+
+    Returns
+    -------
+    cube : xarray.DataArray of shape (3, 512, 512), uint16
+        Dimensions ``(band, y, x)``, the band coordinate ``['B2', 'B3', 'B4']``, ``x`` / ``y``
+        the UTM coordinates of the pixel centres, the CRS and transform in the ``spatial_ref``
+        coordinate (``cube.rio.crs`` with rioxarray imported), values in memory, zeros kept.
+    paths : list of str
+        With ``return_paths=True``: the B2, B3 and B4 files, in that order.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        A bundled file is missing or its SHA-256 is not the recorded one (reinstall).
+    ImportError
+        The cube needs rioxarray (the ``formats`` extra: ``pip install ppa-dask[formats]``);
+        the paths do not.
+
+    Examples
+    --------
+    >>> from ppa_dask.datasets import load_landsat_crop
+    >>> cube = load_landsat_crop()
+    >>> cube.dims, cube.shape, str(cube.dtype), cube.band.values.tolist()
+    (('band', 'y', 'x'), (3, 512, 512), 'uint16', ['B2', 'B3', 'B4'])
+    >>> round(float((cube == 0).all("band").mean()), 4)  # outside the scene
+    0.1024
+    >>> valid = cube.where(cube != 0)  # float, NaN outside the scene: left out of a fit
+    >>> [p.rsplit("_", 1)[1] for p in load_landsat_crop(return_paths=True)]
+    ['B2.TIF', 'B3.TIF', 'B4.TIF']
+    """
+    paths = _landsat_paths()
+    if return_paths:
+        return paths
+    try:
+        import rioxarray
+    except ImportError as exc:
+        raise ImportError(
+            "load_landsat_crop() reads the GeoTIFFs with rioxarray, which is not installed "
+            "(pip install ppa-dask[formats]); load_landsat_crop(return_paths=True) needs nothing"
+        ) from exc
+    import xarray as xr
+
+    bands = []
+    for band, path in zip(LANDSAT_BANDS, paths):
+        with rioxarray.open_rasterio(path, masked=False) as da:
+            bands.append(da.load().assign_coords(band=[band]))
+    cube = xr.concat(bands, dim="band", combine_attrs="drop_conflicts")
+    cube.name = "DN"
+    cube.attrs = {"scene_id": LANDSAT_SCENE_ID, "units": "1"}
+    return cube
