@@ -10,15 +10,14 @@ test's jobs carry a name of their own and are cancelled after it whatever happen
 """
 
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
+import processes
 import pytest
 import yaml
 import zarr
@@ -147,72 +146,9 @@ def _cluster_file(tmp_path, job_name, kind="slurm", jobs=2, **top):
     return str(path)
 
 
-class Command:
-    """``python -m ppa_dask ARGS`` in a subprocess: its stdout lines as they come (with the
-    seconds since the start), stderr in a file, a bound on the whole run."""
-
-    def __init__(self, args, slurm, cwd, timeout):
-        self.deadline = time.monotonic() + timeout
-        self.start = time.monotonic()
-        self.stderr_path = os.path.join(cwd, "stderr.txt")
-        self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed in wait()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ppa_dask", *args],
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            cwd=cwd,
-            env=_env(slurm),
-        )
-        self.lines = []
-        self._queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self._queue.put((time.monotonic() - self.start, line.rstrip("\n")))
-        self._queue.put(None)
-
-    def until(self, text):
-        """Wait for a line containing ``text``; returns its time (fails at the deadline)."""
-        while True:
-            left = self.deadline - time.monotonic()
-            try:
-                item = self._queue.get(timeout=max(left, 0.01))
-            except queue.Empty:
-                self.kill()
-                pytest.fail(f"no line with {text!r} in time:\n" + "\n".join(self.out_lines()))
-            if item is None:
-                pytest.fail(f"ended without a line with {text!r}:\n" + "\n".join(self.out_lines()))
-            self.lines.append(item)
-            if text in item[1]:
-                return item[0]
-
-    def out_lines(self):
-        return [line for _, line in self.lines]
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-
-    def wait(self):
-        """The exit status, all stdout lines and the stderr text (killed at the deadline)."""
-        try:
-            code = self.proc.wait(timeout=max(self.deadline - time.monotonic(), 0.01))
-        except subprocess.TimeoutExpired:
-            self.kill()
-            self.proc.wait(timeout=30)
-            pytest.fail("the command did not end in time:\n" + "\n".join(self.out_lines()))
-        self.end = time.monotonic() - self.start
-        while True:
-            item = self._queue.get(timeout=30)
-            if item is None:
-                break
-            self.lines.append(item)
-        self._stderr.close()
-        with open(self.stderr_path) as f:
-            err = f.read()
-        return code, self.out_lines(), err
+def Command(args, slurm, cwd, timeout):  # noqa: N802 - reads as the class it makes
+    """``python -m ppa_dask ARGS`` against the test SLURM (processes.Command)."""
+    return processes.Command(args, _env(slurm), cwd, timeout)
 
 
 def _same_model(path, reference, X):

@@ -1,0 +1,163 @@
+"""SIGINT and SIGTERM mid-fit on the clusters that need no batch system: a local cluster the
+command starts (``--cluster local``) and a running scheduler it connects to (``--scheduler
+tcp://...``, a ``dask scheduler`` and two ``dask worker`` processes started here). The batch
+clusters have the same tests against a real SLURM and its PBS wrappers (tests/test_slurm.py).
+
+Each: exit 130 (SIGINT) or 143 (SIGTERM) with one line within seconds of the signal, no model
+and nothing beside it; the local cluster's processes gone with the command; the scheduler that
+was not the command's own left running with its workers and none of the fit's tasks.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import processes
+import psutil
+import pytest
+import zarr
+
+from ppa_dask.datasets import make_curved_manifold
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DASK = os.path.join(os.path.dirname(sys.executable), "dask")
+# several passes of a few seconds on 2 workers: the signal comes while they run
+FIT = ["--degree", "1-3", "--n-components", "5", "--seed", "0"]
+SIGNALS = [
+    (signal.SIGTERM, 143, "terminated (SIGTERM): stopped, nothing saved"),
+    (signal.SIGINT, 130, "interrupted (SIGINT): stopped, nothing saved"),
+]
+#: seconds from the signal to the exit ("within seconds"; a clean close takes 1-3 s here)
+BOUND = 20
+
+
+def _env():
+    return dict(os.environ, **processes.ONE_THREAD, PYTHONPATH=ROOT)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    base = tmp_path_factory.mktemp("signal-data")
+    X = make_curved_manifold(200_000, n_features=6, random_state=5)
+    path = str(base / "x.zarr")
+    z = zarr.create_array(store=path, shape=X.shape, chunks=(25_000, 6), dtype="f8")
+    z[...] = X
+    return path
+
+
+def _stop(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def scheduler(tmp_path_factory):
+    """The address of a ``dask scheduler`` with two ``dask worker`` processes (127.0.0.1)."""
+    base = tmp_path_factory.mktemp("scheduler")
+    file = base / "scheduler.json"
+    logs = open(base / "cluster.log", "w")  # noqa: SIM115 - held by the processes until teardown
+    run = dict(stdout=logs, stderr=subprocess.STDOUT, env=_env(), cwd=base)
+    procs = [
+        subprocess.Popen(
+            [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard"]
+            + ["--scheduler-file", str(file)],
+            **run,
+        )
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not file.exists() or not file.read_text().strip():
+            assert procs[0].poll() is None and time.monotonic() < deadline, "no scheduler"
+            time.sleep(0.1)
+        time.sleep(0.2)
+        address = json.loads(file.read_text())["address"]
+        for i in range(2):
+            procs.append(
+                subprocess.Popen(
+                    [DASK, "worker", address, "--name", f"w{i}", "--nthreads", "1"]
+                    + ["--host", "127.0.0.1", "--no-dashboard", "--no-nanny"]
+                    + ["--memory-limit", "1GiB", "--local-directory", str(base / f"w{i}")],
+                    **run,
+                )
+            )
+        from distributed import Client
+
+        with Client(address, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=90)
+        yield address
+    finally:
+        _stop(procs[1:])
+        _stop(procs[:1])
+        logs.close()
+
+
+def _signal_mid_fit(args, tmp_path, signum):
+    """Run the command, send ``signum`` once the fit runs; the command and seconds to exit."""
+    cmd = processes.Command(args, _env(), str(tmp_path), 300)
+    cmd.until("fitting PPA(")
+    time.sleep(1.0)  # inside the fit's passes, not at their start
+    assert cmd.proc.poll() is None, "the fit ended before the signal"
+    children = psutil.Process(cmd.proc.pid).children(recursive=True)
+    sent = time.monotonic() - cmd.start
+    cmd.proc.send_signal(signum)
+    code, out, err = cmd.wait()
+    return code, out, err, cmd.end - sent, children
+
+
+def _one_error_line(err):
+    lines = [line for line in err.splitlines() if line.startswith("ppa-dask: ")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("signum, status, line", SIGNALS)
+def test_a_signal_mid_fit_on_a_local_cluster(data, tmp_path, signum, status, line):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    model = out_dir / "model.zarr"
+    code, out, err, took, children = _signal_mid_fit(
+        ["fit", data, str(model), *FIT, "--cluster", "local"], tmp_path, signum
+    )
+    assert "local cluster" in "\n".join(out)
+    assert len(children) >= 2  # the worker processes (and their nannies) were running
+    assert code == status, err
+    assert _one_error_line(err) == f"ppa-dask: {line}"
+    assert took < BOUND
+    assert list(out_dir.iterdir()) == []  # no model, no temporary beside it
+    # the cluster went with the command: none of its processes outlived it
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert alive == []
+
+
+@pytest.mark.parametrize("signum, status, line", SIGNALS)
+def test_a_signal_mid_fit_on_a_scheduler_address(data, scheduler, tmp_path, signum, status, line):
+    from distributed import Client
+
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    model = out_dir / "model.zarr"
+    code, out, err, took, _ = _signal_mid_fit(
+        ["fit", data, str(model), *FIT, "--scheduler", scheduler], tmp_path, signum
+    )
+    assert f"scheduler {scheduler}" in "\n".join(out)
+    assert code == status, err
+    assert _one_error_line(err) == f"ppa-dask: {line}"
+    assert took < BOUND
+    assert list(out_dir.iterdir()) == []
+    # not the command's cluster: it runs on with both workers, and the fit's tasks are released
+    with Client(scheduler, set_as_default=False, timeout=30) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        deadline = time.monotonic() + 10
+        while left := client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)):
+            assert time.monotonic() < deadline, f"{left} tasks of the fit left on the scheduler"
+            time.sleep(0.2)
