@@ -26,7 +26,7 @@ from rasterio.transform import from_origin
 from ppa_dask import PPA, store
 from ppa_dask.app.cli import main
 from ppa_dask.app.pipeline import PipelineError, run_pipeline, validate_pipeline
-from ppa_dask.store import format_writers
+from ppa_dask.store import sinks as format_writers
 
 THREADS = ["--scheduler", "threads"]
 TOL = 1e-10

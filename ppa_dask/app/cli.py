@@ -63,9 +63,9 @@ from ppa_dask.app.demo import (
     CUBE_DEMO_PIXELS,
     DEMO_OUTPUT,
 )
-from ppa_dask.app.pipeline import Run, load_pipeline, open_zarr_dataset
+from ppa_dask.app.pipeline import Run, load_pipeline
 from ppa_dask.ppa.estimator import PPA
-from ppa_dask.store.results import is_remote, local_path, zarr_node_type
+from ppa_dask.store.results import is_remote, local_path
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.signals import EXIT_STATUS, Terminated, raising_signals
 from ppa_dask.utils.version import VERSION
@@ -384,6 +384,11 @@ def _degree_spec(text):
     return values[0] if len(values) == 1 else values
 
 
+def _sfx(fmt):
+    """The suffix of a format, from the one vocabulary (ppa_dask.store.sources)."""
+    return store.sources.suffix(fmt)
+
+
 def _add_input_options(p):
     p.add_argument(
         "--variable",
@@ -395,72 +400,6 @@ def _add_input_options(p):
         metavar="A,B,C",
         help="Parquet / CSV input: the feature columns (default: all; transform: the model's)",
     )
-
-
-def _file_input(path, variable, feature_dim, columns):
-    """A NetCDF / GeoTIFF / NetCDF-series / Parquet / CSV input (ppa_dask.store.formats) as
-    ``(X, feature_dim, column names)``; None for a Zarr input."""
-    fmt = store.formats.file_format(path)
-    if fmt in store.formats.TABLE_FORMATS:
-        if feature_dim is not None:
-            raise CommandError(
-                f"--feature-dim applies to cubes; the features of the table {path!r} are its "
-                "columns (choose them with --columns)"
-            )
-        X, names = store.table_array(store.open_table(path, columns=columns))
-        return X, None, names
-    if columns is not None:
-        raise CommandError(f"--columns applies to Parquet and CSV inputs, not to {path!r}")
-    if fmt in store.formats.CUBE_FORMATS or store.formats.is_series(path):
-        if fmt == "geotiff" and feature_dim is None:
-            feature_dim = store.formats.BAND_DIM
-        if feature_dim is None:
-            raise CommandError(
-                f"{path!r} is a NetCDF cube: name the dimension holding its features with "
-                "--feature-dim (e.g. band)"
-            )
-        return store.open_cube(path, variable, feature_dim), feature_dim, None
-    return None
-
-
-def _open_data(path, variable=None, feature_dim=None):
-    """A Zarr input as a Dask array, or as a DataArray when ``feature_dim`` is given."""
-    if feature_dim is None:
-        X = store.open_input(path, variable=variable)
-        where = f"{path!r}" + (f" variable {variable!r}" if variable else "")
-        if X.ndim != 2:
-            raise CommandError(
-                f"INPUT {where} is a {X.ndim}-D array of shape {tuple(X.shape)}; ppa-dask "
-                "needs a 2-D array of samples x features (or, with --feature-dim, a cube)"
-            )
-        if X.dtype.kind not in "biuf":
-            raise CommandError(
-                f"INPUT {where} holds dtype {X.dtype}; ppa-dask needs numbers (integer, float "
-                "or bool)"
-            )
-        return X
-
-    if not is_remote(path) and zarr_node_type(local_path(path)) == "array":
-        raise CommandError(
-            f"--feature-dim {feature_dim!r} needs an xarray dataset (a Zarr group whose "
-            f"variables have named dimensions), but {path!r} is a plain Zarr array: drop "
-            "--feature-dim to read it as samples x features"
-        )
-    ds = open_zarr_dataset(path)
-    names = list(ds.data_vars)
-    if variable is None:
-        if len(names) != 1:
-            raise CommandError(f"{path!r} holds the variables {names}; choose one with --variable")
-        variable = names[0]
-    if variable not in ds.data_vars:
-        raise CommandError(f"{path!r} has no variable {variable!r} (variables: {names})")
-    cube = ds[variable]
-    if feature_dim not in cube.dims:
-        raise CommandError(
-            f"--feature-dim {feature_dim!r} is not a dimension of {variable!r} "
-            f"(dimensions: {', '.join(cube.dims)})"
-        )
-    return cube
 
 
 def _check_writable(path, what):
@@ -550,8 +489,8 @@ def _add_fit(subparsers):
     p.add_argument(
         "input",
         metavar="INPUT",
-        help="Zarr store (local path or fsspec URL), NetCDF (.nc, or a quoted glob of them), "
-        "GeoTIFF (.tif), Parquet or CSV",
+        help=f"Zarr store (local path or fsspec URL), NetCDF ({_sfx('netcdf')}, or a quoted glob "
+        f"of them), GeoTIFF ({_sfx('geotiff')}), Parquet or CSV",
     )
     p.add_argument("model", metavar="MODEL", help="where to save the model (a .zarr folder)")
     _add_input_options(p)
@@ -615,11 +554,15 @@ def run_fit(args, stream=None):
 
     _check_new_output(args.model, args.overwrite, "MODEL", {"INPUT": args.input})
     _check_report(args)
-    found = _file_input(args.input, args.variable, args.feature_dim, args.columns)
-    if found is None:
-        X, names = _open_data(args.input, args.variable, args.feature_dim), None
-    else:
-        X, args.feature_dim, names = found
+    source = store.open_source(
+        args.input,
+        variable=args.variable,
+        feature_dim=args.feature_dim,
+        columns=args.columns,
+        front="cli",
+    )
+    X, args.feature_dim = source.data, source.feature_dim
+    names = source.feature_names if source.kind == "table" else None
     model = PPA(
         degree=args.degree,
         cv=args.cv,
@@ -660,8 +603,8 @@ def _add_apply(subparsers, name, help_, description, func):
     p.add_argument(
         "output",
         metavar="OUTPUT",
-        help="Zarr array (or xarray group) to write; .tif / .nc write a GeoTIFF / NetCDF "
-        "(cube models), .parquet / .csv a table",
+        help=f"Zarr array (or xarray group) to write; {_sfx('geotiff')} / {_sfx('netcdf')} write "
+        f"a GeoTIFF / NetCDF (cube models), {_sfx('parquet')} / {_sfx('csv')} a table",
     )
     _add_input_options(p)
     if name == "transform":
@@ -745,39 +688,37 @@ def _apply(args, stream, what):
                 names_in = getattr(model, "feature_names_in_", None)
                 if columns is None and what == "transform" and names_in is not None:
                     columns = list(names_in)  # the model's columns, by name
-                found = _file_input(args.input, None, None, columns)
-                if found is None:
-                    X = _open_data(args.input, args.variable)
-                else:
-                    X = found[0]
+                X = store.open_source(
+                    args.input, variable=args.variable, columns=columns, front="cli"
+                ).data
                 if what == "transform":
                     k = model.n_components_ if args.components is None else args.components
                     out = model.transform(X)[:, :k]
+                    names_out = list(model.get_feature_names_out()[: out.shape[1]])
                 else:
                     out = model.inverse_transform(X)
-                if store.formats.file_format(args.output) in store.formats.TABLE_FORMATS:
-                    names_out = (
-                        list(model.get_feature_names_out()[: out.shape[1]])
-                        if what == "transform"
-                        else names_in
-                    )
-                    store.write_table(out, args.output, names_out, overwrite=args.overwrite)
-                else:
-                    store.write_array(
-                        out,
-                        args.output,
-                        overwrite=args.overwrite,
-                        attrs={"ppa_dask_command": what, "model": os.path.abspath(args.model)},
-                    )
+                    names_out = names_in
+                store.write_result(
+                    out,
+                    args.output,
+                    columns=names_out,
+                    overwrite=args.overwrite,
+                    attrs={"ppa_dask_command": what, "model": os.path.abspath(args.model)},
+                )
                 shape = out.shape
             else:
                 dim = cube_dim if what == "transform" else "component"
                 variable = args.variable
                 if what == "inverse" and variable is None:
-                    is_tif = store.formats.file_format(args.input) == "geotiff"
-                    variable = None if is_tif else "components"
-                found = _file_input(args.input, variable, dim, args.columns)
-                data = _open_data(args.input, variable, dim) if found is None else found[0]
+                    # the components file 'transform' wrote (a GeoTIFF's bands are them)
+                    variable = store.sources.components_variable(args.input)
+                data = store.open_source(
+                    args.input,
+                    variable=variable,
+                    feature_dim=dim,
+                    columns=args.columns,
+                    front="cli",
+                ).data
                 if what == "transform":
                     out = model.transform(data)
                     if args.components is not None:
@@ -786,13 +727,10 @@ def _apply(args, stream, what):
                     out = model.inverse_transform(data)
                     if getattr(out, "name", "") is None:  # an unnamed DataArray
                         out = out.rename("reconstruction")
-                if store.formats.file_format(args.output) in store.formats.CUBE_FORMATS:
-                    # GeoTIFF / NetCDF: georeferencing, coordinates and attributes of the input
-                    store.write_cube(
-                        out, args.output, like=data, overwrite=args.overwrite, dtype=args.dtype
-                    )
-                else:
-                    store.write_dataset(out, args.output, overwrite=args.overwrite)
+                # GeoTIFF / NetCDF: georeferencing, coordinates and attributes of the input
+                store.write_result(
+                    out, args.output, like=data, overwrite=args.overwrite, dtype=args.dtype
+                )
                 shape = dict(out.sizes) if hasattr(out, "sizes") else "?"
     progress.say(
         f"wrote {os.path.abspath(args.output)} ({shape}) in {progress.times[f'{what}_s']:.1f} s"

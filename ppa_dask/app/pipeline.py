@@ -118,6 +118,7 @@ from ppa_dask.app.cluster import compute_with_progress, step_reporter
 from ppa_dask.app.plotting import robust_limits
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
+from ppa_dask.store.sources import fingerprint
 from ppa_dask.utils.files import read_json_file, remove_path, write_json_atomic, write_text_atomic
 from ppa_dask.utils.params import AnyOf, Integer, Options, is_int
 from ppa_dask.utils.progress import Reporter
@@ -279,21 +280,11 @@ def _mapping_check(v):
 
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-_SOURCES = (
-    "zarr",
-    "xarray",
-    "dataset",
-    "make_cube",
-    "generated",
-    "netcdf",
-    "geotiff",
-    "parquet",
-    "csv",
-)
-# the sources read from the formats users hold (ppa_dask.store.formats): cubes read in place,
-# tables copied to the run folder
-_FILE_CUBES = ("netcdf", "geotiff")
-_FILE_TABLES = ("parquet", "csv")
+# the sources read from the formats users hold (ppa_dask.store.sources, where they are
+# declared): cubes read in place, tables copied to the run folder
+_FILE_CUBES = store.sources.CUBE_FORMATS
+_FILE_TABLES = store.sources.TABLE_FORMATS
+_SOURCES = ("zarr", "xarray", "dataset", "make_cube", "generated", *_FILE_CUBES, *_FILE_TABLES)
 
 
 def _paths_check(v):
@@ -308,6 +299,21 @@ def _columns_check(v):
     if v is None or (isinstance(v, list) and v and all(isinstance(c, str) for c in v)):
         return v
     raise _Bad("null (every column) or a non-empty list of column names")
+
+
+# the options of the file formats (ppa_dask.store.sources.FORMATS) as data keys
+_FILE_OPTIONS = {
+    "variable": _str_field(default=None, none=True, what="a variable name (string)"),
+    "feature_dim": _str_field(what="the name of the feature dimension (string)"),
+    "concat_dim": _str_field(default="time", what="the dimension a series of files spans"),
+    "columns": _Field("null or a list of column names", _columns_check, default=None),
+}
+
+
+def _file_source_fields(fmt):
+    spec = store.sources.FORMATS[fmt]
+    path = _Field(spec.paths, _paths_check) if spec.lists else _str_field(what=spec.paths)
+    return {"path": path, **{name: _FILE_OPTIONS[name] for name in spec.options}}
 
 
 _DATA_COMMON = {
@@ -332,23 +338,6 @@ _DATA_BY_SOURCE = {
         "variable": _str_field(default="reflectance", what="a variable of the cube (string)"),
         "feature_dim": _str_field(default="band", what="the name of the feature dimension"),
     },
-    "netcdf": {
-        "path": _Field("a NetCDF file, a glob or a list of files (a series)", _paths_check),
-        "variable": _str_field(default=None, none=True, what="a variable name (string)"),
-        "feature_dim": _str_field(what="the name of the feature dimension (string)"),
-        "concat_dim": _str_field(default="time", what="the dimension a series of files spans"),
-    },
-    "geotiff": {
-        "path": _str_field(what="a GeoTIFF file (string); its bands are the features"),
-    },
-    "parquet": {
-        "path": _str_field(what="a Parquet file, folder or glob (string)"),
-        "columns": _Field("null or a list of column names", _columns_check, default=None),
-    },
-    "csv": {
-        "path": _str_field(what="a CSV file or glob (string)"),
-        "columns": _Field("null or a list of column names", _columns_check, default=None),
-    },
     "generated": {
         "kind": _choice_field(("curved", "helix"), default="curved"),
         "n_samples": _int_field(1),
@@ -356,6 +345,7 @@ _DATA_BY_SOURCE = {
         "params": _Field("a mapping of generator parameters", _mapping_check, default={}),
         "path": _str_field(default=None, none=True, what="a local Zarr path (string)"),
     },
+    **{fmt: _file_source_fields(fmt) for fmt in store.sources.FORMATS},
 }
 _SECTIONS = {
     "preprocess": {
@@ -384,7 +374,7 @@ _SECTIONS = {
     },
     "transform": {
         "components": _int_field(1, default=None, none=True),
-        "format": _choice_field(("zarr", "geotiff", "netcdf", "same"), default="zarr"),
+        "format": _choice_field(("zarr", *sorted(_FILE_CUBES), "same"), default="zarr"),
     },
     "evaluate": {
         "pca": _bool_field(True),
@@ -502,7 +492,7 @@ def _check_data(raw, errors):
             errors.append(f"data.path: no such file or folder {path!r}")
     if source in _FILE_CUBES + _FILE_TABLES and "path" in data:
         try:
-            store.formats.expand_paths(data["path"])
+            store.sources.expand_paths(data["path"])
         except FileNotFoundError as exc:
             errors.append(f"data.path: {exc}")
     if source == "make_cube" and "params" in data:
@@ -582,14 +572,14 @@ def _check_params_against(func_name, params, where, errors):
 
 
 #: The file the transform stage writes the components to, by ``transform.format``.
+#: The file the transform stage writes, by ``transform.format``.
 _COMPONENT_FILES = {
-    "zarr": "components.zarr",
-    "geotiff": "components.tif",
-    "netcdf": "components.nc",
+    fmt: "components" + store.sources.suffix(fmt) for fmt in ("zarr", *_FILE_CUBES)
 }
 _CUBE_SOURCES = ("xarray", "make_cube", *_FILE_CUBES)
 #: ``transform.format: same``: the format of the input (Zarr sources are Zarr).
-_SAME_FORMAT = {"geotiff": "geotiff", "netcdf": "netcdf", "zarr": "zarr", "xarray": "zarr"}
+# (in the order the messages have always listed them)
+_SAME_FORMAT = {**{fmt: fmt for fmt in sorted(_FILE_CUBES)}, "zarr": "zarr", "xarray": "zarr"}
 
 
 def _components_format(config):
@@ -736,31 +726,6 @@ def _canonical(obj):
 
 def _sha256(obj):
     return hashlib.sha256(_canonical(obj).encode()).hexdigest()
-
-
-def fingerprint(path):
-    """SHA-256 of the names, sizes and modification times of every file under ``path``.
-
-    ``path`` may be a local file or folder or an fsspec URL. Cheap (no data is read), and it
-    changes when any file of a store is added, removed, resized or rewritten.
-    """
-    import fsspec
-
-    path = os.fspath(path)
-    fs, root = fsspec.core.url_to_fs(path)
-    if not fs.exists(root):
-        raise FileNotFoundError(path)
-    if fs.isdir(root):
-        entries = fs.find(root, detail=True, withdirs=False)
-    else:
-        entries = {root: fs.info(root)}
-    h = hashlib.sha256()
-    for name in sorted(entries):
-        info = entries[name]
-        stamp = info.get("mtime") or info.get("LastModified") or info.get("ETag") or ""
-        rel = name[len(root) :] if name.startswith(root) else name
-        h.update(f"{rel}\0{info.get('size')}\0{stamp}\n".encode())
-    return h.hexdigest()
 
 
 def _read_marker(stage_dir):
@@ -1191,12 +1156,11 @@ class Run:
             return {}
         data = self.config["data"]
         if data["source"] in ("zarr", "xarray"):
-            return {"path": data["path"], "fingerprint": fingerprint(data["path"])}
+            return store.sources.source_fingerprint(data["path"], "zarr")
         if data["source"] == "dataset":
             return {"dataset": data["name"], "ppa_dask": VERSION}
         if data["source"] in _FILE_CUBES + _FILE_TABLES:
-            files = store.formats.expand_paths(data["path"])
-            return {"files": files, "fingerprint": _sha256([fingerprint(f) for f in files])}
+            return store.sources.source_fingerprint(data["path"], data["source"])
         return {}
 
     def _summary(self):
@@ -1225,14 +1189,9 @@ class Run:
         data = self.config["data"]
         if info.get("layout") == "cube":
             if data["source"] == "xarray":
-                cube = _open_source_cube(data["path"], data["variable"])
+                cube = self._open_source(data, "zarr", data["feature_dim"]).data
             elif data["source"] in _FILE_CUBES:
-                cube = store.open_cube(
-                    data["path"],
-                    data.get("variable"),
-                    info["feature_dim"],
-                    concat_dim=data.get("concat_dim", "time"),
-                )
+                cube = self._open_source(data, data["source"], info["feature_dim"]).data
                 # chunks of whole rows of tiles (the last sample dimension whole), so the
                 # stacked rows, and the cubes written from them, have regular chunks
                 last = [d for d in cube.dims if d != info["feature_dim"]][-1]
@@ -1241,12 +1200,32 @@ class Run:
                 cube = _open_cube(self.path("load", "data.zarr"), data["variable"])
             return "cube", cube, info["feature_dim"]
         if data["source"] == "zarr":
-            X = store.open_input(data["path"], variable=data["variable"])
+            X = self._open_source(data, "zarr").data
         elif data["source"] == "generated" and data["path"] is not None:
             X = store.open_input(os.path.abspath(data["path"]))
         else:
             X = _open_table(self.path("load", "data.zarr"))
         return "table", X, info.get("feature_names")
+
+    def _open_source(self, data, fmt, feature_dim=None):
+        """The input of ``data`` (ppa_dask.store.open_source); a refusal names the data key at
+        fault (a file source's: ``data.path``)."""
+        try:
+            return store.open_source(
+                data["path"],
+                variable=data.get("variable"),
+                feature_dim=feature_dim,
+                columns=data.get("columns"),
+                concat_dim=data.get("concat_dim", "time"),
+                format=fmt,
+                front="pipeline",
+            )
+        except store.SourceError as exc:
+            raise PipelineError(f"data.{'path' if fmt != 'zarr' else exc.key}: {exc}") from None
+        except ValueError as exc:
+            if fmt == "zarr":
+                raise
+            raise PipelineError(f"data.path: {exc}") from None
 
     def _samples(self):
         return _open_table(self.path("preprocess", "samples.zarr"))
@@ -1264,13 +1243,7 @@ class Run:
         source = data["source"]
         out = self.path("load", "data.zarr")
         if source == "zarr":
-            X = store.open_input(data["path"], variable=data["variable"])
-            if getattr(X, "ndim", None) != 2 or hasattr(X, "dims"):
-                raise PipelineError(
-                    f"data.path: {data['path']!r} holds a {getattr(X, 'ndim', '?')}-D "
-                    "array; source 'zarr' needs samples x features (use source 'xarray' with "
-                    "a feature_dim for a cube)"
-                )
+            X = self._open_source(data, "zarr").data
             self.log(
                 f"  data: {X.shape[0]:,} x {X.shape[1]} Zarr array at {data['path']} "
                 "(read in place)"
@@ -1287,13 +1260,8 @@ class Run:
         if source in _FILE_CUBES + _FILE_TABLES:
             return self._load_file(data, out)
         if source == "xarray":
-            cube = _open_source_cube(data["path"], data["variable"])
             dim = data["feature_dim"]
-            if dim not in cube.dims:
-                raise PipelineError(
-                    f"data.feature_dim: {dim!r} is not a dimension of "
-                    f"{data['path']!r} (dimensions: {', '.join(cube.dims)})"
-                )
+            cube = self._open_source(data, "zarr", dim).data
             self.log(f"  data: cube {dict(cube.sizes)} at {data['path']} (read in place)")
             _write_json_atomic(
                 self.path("load", "source.json"),
@@ -1397,22 +1365,11 @@ class Run:
 
     def _load_file(self, data, out):
         """NetCDF / GeoTIFF cubes read in place; Parquet / CSV tables (the selected numeric
-        columns, named) copied chunk by chunk to ``data.zarr`` (ppa_dask.store.formats)."""
+        columns, named) copied chunk by chunk to ``data.zarr`` (ppa_dask.store.sources)."""
         source = data["source"]
-        try:
-            if source in _FILE_CUBES:
-                dim = data.get("feature_dim", store.formats.BAND_DIM)
-                cube = store.open_cube(
-                    data["path"],
-                    data.get("variable"),
-                    dim,
-                    concat_dim=data.get("concat_dim", "time"),
-                )
-            else:
-                X, names = store.table_array(store.open_table(data["path"], data["columns"]))
-        except ValueError as exc:
-            raise PipelineError(f"data.path: {exc}") from None
+        opened = self._open_source(data, source, data.get("feature_dim"))
         if source in _FILE_CUBES:
+            cube, dim = opened.data, opened.feature_dim
             self.log(f"  data: {source} cube {dict(cube.sizes)} at {data['path']} (read in place)")
             _write_json_atomic(
                 self.path("load", "source.json"),
@@ -1423,6 +1380,7 @@ class Run:
                 "feature_dim": dim,
                 "sizes": dict(cube.sizes),
             }
+        X, names = opened.data, opened.feature_names
         rows = max(min(data["chunk_rows"], X.shape[0]), 1)
         _write_table(X.rechunk((rows, -1)), out, attrs={"feature_names": names})
         self.log(
@@ -1649,11 +1607,11 @@ class Run:
                 _write_cube(comp, target, "components")
             else:
                 # GeoTIFF / NetCDF: the CRS and transform, coordinates and attributes of the
-                # input file (ppa_dask.store.write_cube)
+                # input file (ppa_dask.store.write_result)
                 _, source, _ = self._loaded()
                 comp = comp.rename("components")
                 comp.attrs = _component_attrs(self.config["preprocess"]["scale"])
-                store.write_cube(comp, target, like=source, name="components")
+                store.write_result(comp, target, like=source, name="components")
             self.log(
                 f"  transform: {k} component images {dict(comp.sizes)} written to {name} "
                 "(masked samples NaN)"
@@ -1780,7 +1738,7 @@ class Run:
                 if fmt == "zarr":
                     comp = _open_cube(comp_path, "components")
                 else:
-                    variable = "components" if fmt == "netcdf" else None
+                    variable = store.sources.components_variable(comp_path)
                     comp = store.open_cube(comp_path, variable, "component")
                 extra = [d for d in comp.dims if d != "component"][:-2]
                 if extra:  # a time axis: the first time step
@@ -1897,44 +1855,6 @@ def _dask_data(A):
 
     data = A.data
     return data if isinstance(data, da.Array) else da.from_array(np.asarray(data))
-
-
-def open_zarr_dataset(path):
-    """An xarray Dataset from a Zarr store (lazy): one written by ``ppa_dask.store`` (checked
-    complete) or any other xarray Zarr store, by local path or fsspec URL."""
-    import warnings
-
-    import xarray as xr
-
-    if not _is_url(path) and not os.path.exists(path):
-        raise FileNotFoundError(f"no Zarr store at {path!r}")
-    try:
-        return store.open_dataset(path)
-    except ValueError as exc:
-        if "incomplete" in str(exc):
-            raise
-    with warnings.catch_warnings():
-        # stores without consolidated metadata are fine, only slower to open
-        warnings.filterwarnings("ignore", message=".*consolidated metadata.*")
-        return xr.open_zarr(path, consolidated=None)
-
-
-def _open_source_cube(path, variable):
-    ds = open_zarr_dataset(path)
-    names = list(ds.data_vars)
-    if variable is None:
-        if len(names) != 1:
-            raise PipelineError(
-                f"data.variable: {path!r} holds {len(names)} variables "
-                f"({', '.join(names)}); name one"
-            )
-        variable = names[0]
-    if variable not in ds.data_vars:
-        raise PipelineError(
-            f"data.variable: {variable!r} is not a variable of {path!r} "
-            f"(variables: {', '.join(names)})"
-        )
-    return ds[variable]
 
 
 def _cube_variable(ds, variable, feature_dim, where):

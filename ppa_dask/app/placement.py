@@ -27,7 +27,7 @@ import inspect
 import os
 
 from ppa_dask import datasets, store
-from ppa_dask.app.pipeline import open_zarr_dataset
+from ppa_dask.store.results import open_zarr_dataset
 
 __all__ = [
     "DEFAULT_WORKERS",
@@ -80,7 +80,7 @@ def in_process_limit(total_memory=None):
 def _file_bytes(path):
     """Bytes of the files a path, glob or folder (a Parquet dataset) names."""
     total = 0
-    for item in store.formats.expand_paths(path):
+    for item in store.sources.expand_paths(path):
         if os.path.isdir(item):
             for folder, _, names in os.walk(item):
                 total += sum(os.path.getsize(os.path.join(folder, n)) for n in names)
@@ -125,11 +125,11 @@ def input_nbytes(path, variable=None):
     >>> input_nbytes(os.path.join(tempfile.mkdtemp(), "missing.zarr")) is None
     True
     """
-    fmt = store.formats.file_format(path)
+    fmt = store.sources.file_format(path)
     try:
-        if fmt in store.formats.TABLE_FORMATS:
+        if fmt in store.sources.TABLE_FORMATS:
             return _file_bytes(path)
-        if fmt in store.formats.CUBE_FORMATS or store.formats.is_series(path):
+        if fmt in store.sources.CUBE_FORMATS or store.sources.is_series(path):
             if fmt == "geotiff":
                 variable = None  # a GeoTIFF's bands are its only array
             return int(store.open_cube(path, variable).nbytes)
@@ -183,7 +183,7 @@ def pipeline_data_nbytes(data):
 
             X = getattr(datasets, f"load_{data['name']}")(return_X_y=True)[0]
             return int(np.asarray(X, dtype=np.float64).nbytes), f"data (data set {data['name']})"
-        if source in ("zarr", "xarray", "netcdf", "geotiff", "parquet", "csv"):
+        if source in ("zarr", "xarray", *store.sources.FORMATS):
             return input_nbytes(data["path"], data.get("variable")), what
     except Exception:  # noqa: BLE001 - unknown size; the load stage reports the error
         return None, what

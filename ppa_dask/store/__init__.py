@@ -3,8 +3,9 @@
 Everything is arrays plus JSON, never pickle. One encoder of estimator state and one
 allow-list of classes (:mod:`.encoding`) serve model files (:mod:`.model_files`, Zarr v3
 groups) and ensemble member files (:mod:`.members`); :mod:`.results` writes and reads result
-arrays and datasets atomically and opens Zarr inputs; :mod:`.formats` / :mod:`.format_writers`
-read and write NetCDF, GeoTIFF, Parquet and CSV; :mod:`.stacker` turns xarray objects into
+arrays and datasets atomically and opens Zarr inputs; :mod:`.sources` / :mod:`.sinks` are the
+one data-I/O layer (the formats' vocabulary, :func:`open_source` and :func:`write_result`:
+Zarr, NetCDF, GeoTIFF, Parquet and CSV); :mod:`.stacker` turns xarray objects into
 ``(samples, features)`` arrays and back.
 
 >>> from ppa_dask import store
@@ -13,8 +14,6 @@ read and write NetCDF, GeoTIFF, Parquet and CSV; :mod:`.stacker` turns xarray ob
 """
 
 from ppa_dask.store.encoding import register_estimator
-from ppa_dask.store.format_writers import write_cube, write_table
-from ppa_dask.store.formats import name_features, open_cube, open_table, table_array
 from ppa_dask.store.model_files import (
     FORMAT_VERSION,
     ModelFileError,
@@ -27,9 +26,19 @@ from ppa_dask.store.results import (
     as_dask_if_zarr,
     open_array,
     open_dataset,
-    open_input,
     write_array,
     write_dataset,
+)
+from ppa_dask.store.sinks import write_cube, write_result, write_table
+from ppa_dask.store.sources import (
+    Source,
+    SourceError,
+    name_features,
+    open_cube,
+    open_input,
+    open_source,
+    open_table,
+    table_array,
 )
 
 __all__ = [
@@ -46,6 +55,10 @@ __all__ = [
     "open_dataset",
     "open_input",
     "as_dask_if_zarr",
+    "open_source",
+    "Source",
+    "SourceError",
+    "write_result",
     "open_cube",
     "open_table",
     "table_array",

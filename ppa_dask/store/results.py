@@ -18,9 +18,10 @@ interrupted write never look complete:
 
 Inputs
 ------
-:func:`open_input` opens any Zarr array, or a variable of a Zarr group, by local path or fsspec
-URL, as a Dask array whose chunks are the store's chunks; :meth:`ppa_dask.PPA.fit` also accepts a
-``zarr.Array`` directly (:func:`as_dask_if_zarr`).
+:func:`open_zarr_input` (public as :func:`ppa_dask.store.open_input`) opens any Zarr
+array, or a variable of a Zarr group, by local path or fsspec URL, as a Dask array whose chunks
+are the store's chunks; :func:`open_zarr_dataset` opens an xarray Zarr store;
+:meth:`ppa_dask.PPA.fit` also accepts a ``zarr.Array`` directly (:func:`as_dask_if_zarr`).
 
 Paths
 -----
@@ -41,7 +42,6 @@ import time
 
 import numpy as np
 
-from ppa_dask.store import formats
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.compute import uses_local_scheduler
 from ppa_dask.utils.files import read_json_file, remove_path, temp_sibling
@@ -54,7 +54,8 @@ __all__ = [
     "open_array",
     "write_dataset",
     "open_dataset",
-    "open_input",
+    "open_zarr_input",
+    "open_zarr_dataset",
     "as_dask_if_zarr",
     "is_remote",
     "local_path",
@@ -590,8 +591,11 @@ def open_array(path, storage_options=None):
     return da.from_zarr(node, chunks=node.chunks)
 
 
-def open_input(path_or_url, variable=None, storage_options=None):
+def open_zarr_input(path_or_url, variable=None, storage_options=None):
     """A Zarr array, or a variable of a Zarr group, as a Dask array aligned with its chunks.
+
+    :func:`ppa_dask.store.open_input` is the public front of this reader (it also opens the
+    file formats of :mod:`.sources`).
 
     Parameters
     ----------
@@ -613,10 +617,9 @@ def open_input(path_or_url, variable=None, storage_options=None):
     >>> import os, tempfile, numpy as np
     >>> from ppa_dask import PPA
     >>> from ppa_dask.datasets import write_zarr
-    >>> from ppa_dask.store import open_input
     >>> p = write_zarr(os.path.join(tempfile.mkdtemp(), "d.zarr"), 3000, chunk_rows=1000,
     ...                random_state=0)
-    >>> X = open_input(p)
+    >>> X = open_zarr_input(p)
     >>> X.chunks[0]
     (1000, 1000, 1000)
     >>> model = PPA(degree=2, random_state=0).fit(X)
@@ -624,13 +627,6 @@ def open_input(path_or_url, variable=None, storage_options=None):
     import dask.array as da
     import zarr
 
-    # NetCDF / GeoTIFF: a lazy DataArray (fit it with feature_dim=); Parquet / CSV: the table's
-    # (samples, features) Dask array, ``variable`` naming its columns (ppa_dask.store.formats)
-    fmt = formats.file_format(path_or_url)
-    if fmt in formats.CUBE_FORMATS or formats.is_series(path_or_url):
-        return formats.open_cube(path_or_url, variable=variable)
-    if fmt in formats.TABLE_FORMATS:
-        return formats.table_array(formats.open_table(path_or_url, columns=variable))[0]
     node = _open_node(path_or_url, storage_options)
     where = os.fspath(path_or_url)
     if isinstance(node, zarr.Group):
@@ -777,3 +773,32 @@ def open_dataset(path, chunks=None):
     )
     ds.attrs.pop(ATTRS_KEY, None)
     return ds
+
+
+def open_zarr_dataset(path):
+    """An xarray Dataset from a Zarr store (lazy): one written by :func:`write_dataset`
+    (checked complete) or any other xarray Zarr store, by local path or fsspec URL.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, xarray as xr
+    >>> p = write_dataset(xr.DataArray(np.ones((2, 3)), dims=("band", "x"), name="r"),
+    ...                   os.path.join(tempfile.mkdtemp(), "c.zarr"))
+    >>> list(open_zarr_dataset(p).data_vars)
+    ['r']
+    """
+    import warnings
+
+    import xarray as xr
+
+    if "://" not in os.fspath(path) and not os.path.exists(path):  # a URL is checked on open
+        raise FileNotFoundError(f"no Zarr store at {path!r}")
+    try:
+        return open_dataset(path)
+    except ValueError as exc:
+        if "incomplete" in str(exc):
+            raise
+    with warnings.catch_warnings():
+        # stores without consolidated metadata are fine, only slower to open
+        warnings.filterwarnings("ignore", message=".*consolidated metadata.*")
+        return xr.open_zarr(path, consolidated=None)

@@ -1,4 +1,8 @@
-"""Writing results in the formats users hold: GeoTIFF, NetCDF, Parquet and CSV.
+"""Writing results in the formats users hold: GeoTIFF, NetCDF, Parquet and CSV (and Zarr).
+
+The writing half of the data-I/O layer (:mod:`.sources` holds the formats' vocabulary):
+:func:`write_result` writes any result to the format its path names, and is what the CLI and
+the pipelines call.
 
 :func:`write_cube` writes component images or reconstructions as a GeoTIFF (one band per
 component, the CRS and transform of the input, tiled) or a NetCDF file (CF attributes, the
@@ -27,13 +31,25 @@ import threading
 
 import numpy as np
 
-from ppa_dask.store.formats import BAND_DIM, CUBE_FORMATS, TABLE_FORMATS, file_format
-from ppa_dask.store.results import check_target, local_path, move_into_place
+from ppa_dask.store.results import (
+    check_target,
+    local_path,
+    move_into_place,
+    write_array,
+    write_dataset,
+)
+from ppa_dask.store.sources import (
+    BAND_DIM,
+    CUBE_FORMATS,
+    TABLE_FORMATS,
+    file_format,
+    suffix,
+)
 from ppa_dask.utils.compute import current_client
 from ppa_dask.utils.files import remove_path, temp_sibling
 from ppa_dask.utils.version import VERSION
 
-__all__ = ["CUBE_FORMAT", "write_cube", "write_table", "written_by_ppa_dask"]
+__all__ = ["CUBE_FORMAT", "write_result", "write_cube", "write_table", "written_by_ppa_dask"]
 
 #: The ``format`` of the record stored in the files :func:`write_cube` / :func:`write_table`
 #: write.
@@ -82,7 +98,7 @@ def written_by_ppa_dask(path):
         if fmt == "parquet" and os.path.isdir(path):
             import pyarrow.parquet as pq
 
-            parts = sorted(p for p in os.listdir(path) if p.endswith(".parquet"))
+            parts = sorted(p for p in os.listdir(path) if file_format(p) == "parquet")
             if not parts:
                 return False
             meta = pq.read_schema(os.path.join(path, parts[0])).metadata or {}
@@ -105,11 +121,8 @@ def _target(path, overwrite, fmt_allowed, what):
     return path, fmt
 
 
-_SUFFIX = {"netcdf": ".nc", "geotiff": ".tif", "parquet": ".parquet", "csv": ".csv"}
-
-
 def _suffixes(formats):
-    return [_SUFFIX[f] for f in formats]
+    return [suffix(f) for f in formats]
 
 
 def _write_lock(name):
@@ -489,3 +502,67 @@ def write_table(X, path, columns=None, *, overwrite=False, what="components"):
         remove_path(tmp)
         raise
     return path
+
+
+def write_result(
+    out,
+    path,
+    like=None,
+    *,
+    overwrite=False,
+    name=None,
+    what="components",
+    dtype=None,
+    columns=None,
+    attrs=None,
+):
+    """Write a result to the format ``path`` names: the one writer behind the CLI and the
+    pipelines.
+
+    An xarray result (component images, a reconstruction) goes to a GeoTIFF or NetCDF file
+    (:func:`write_cube`, taking ``like``'s georeferencing, coordinates and attributes), else
+    to a Zarr group (:func:`~ppa_dask.store.write_dataset`); an array result to a Parquet or
+    CSV table (:func:`write_table`, ``columns`` naming its columns), else to a Zarr array
+    (:func:`~ppa_dask.store.write_array`, with ``attrs``).
+
+    Parameters
+    ----------
+    out : numpy.ndarray, dask.array.Array, xarray.DataArray or xarray.Dataset
+    path : str or os.PathLike
+    like : xarray.DataArray, xarray.Dataset or str, optional
+        The input the result came from (cube formats).
+    overwrite : bool, default=False
+        Replace an existing output of ppa-dask.
+    name, what, dtype :
+        As for :func:`write_cube`.
+    columns : list of str, optional
+        Table formats: the column names.
+    attrs : dict, optional
+        A Zarr array: attributes stored with it.
+
+    Returns
+    -------
+    path : str
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np
+    >>> from ppa_dask.store import open_table
+    >>> p = write_result(np.eye(2), os.path.join(tempfile.mkdtemp(), "r.csv"), columns=["a", "b"])
+    >>> list(open_table(p).columns)
+    ['a', 'b']
+    """
+    import xarray as xr
+
+    fmt = file_format(path)
+    if isinstance(out, (xr.DataArray, xr.Dataset)):
+        if fmt in CUBE_FORMATS:
+            return write_cube(
+                out, path, like=like, name=name, overwrite=overwrite, what=what, dtype=dtype
+            )
+        if name is not None and isinstance(out, xr.DataArray):
+            out = out.rename(name)
+        return write_dataset(out, path, overwrite=overwrite)
+    if fmt in TABLE_FORMATS:
+        return write_table(out, path, columns, overwrite=overwrite, what=what)
+    return write_array(out, path, overwrite=overwrite, attrs=attrs)

@@ -1,0 +1,932 @@
+"""Data sources: the formats ppa-dask reads, defined once, and :func:`open_source`.
+
+This module and :mod:`.sinks` are the one data-I/O layer: the vocabulary of formats (their
+names, what they hold, their suffixes and their options: :data:`FORMATS`) is written here and
+nowhere else, and the CLI's ``fit`` / ``transform`` / ``inverse``, the pipeline's load and
+transform stages and the Python readers are front-ends of :func:`open_source` and
+:func:`ppa_dask.store.sinks.write_result`. A new format is one reader here and one writer in
+:mod:`.sinks`.
+
+Sources
+-------
+:func:`open_source` opens what a user names (a path, a glob or a list, with options) as a
+:class:`Source`: the data (a ``(samples, features)`` Dask array, or an xarray cube), its kind,
+its feature dimension and feature names, its valid-sample mask, its georeferencing and a
+fingerprint of its files for resuming.
+
+Cubes
+-----
+:func:`open_cube` opens a variable of a NetCDF file (xarray, ``h5netcdf`` engine), a GeoTIFF or
+Cloud-Optimized GeoTIFF (rioxarray: the bands are the features, dimension ``band``; the CRS and
+transform ride along as the ``spatial_ref`` coordinate), or many NetCDF files making one series
+(a glob or a list: ``xarray.open_mfdataset``, concatenated along ``concat_dim`` in the order
+given, a glob sorted by name). Nothing is read but metadata: the DataArray is Dask-backed with
+the file's own chunks (the HDF5 chunks of a NetCDF variable, Dask's automatic chunks for a
+contiguous one; the tile or strip size of a GeoTIFF; at least one chunk per file of a series),
+so every task reads whole storage blocks. :class:`ppa_dask.PPA` fits it through the stacker
+(``fit(cube, feature_dim=...)``), and its component images keep the coordinates; writing them
+back in the input's format is :func:`ppa_dask.store.write_cube`.
+
+Tables
+------
+:func:`open_table` opens Parquet (a file, a folder of parts or a glob) or CSV with
+``dask.dataframe``, keeping the named ``columns`` (all by default), each checked to be numeric;
+:func:`table_array` turns it into a ``(samples, features)`` Dask array with known chunk sizes
+and the column names, which become the fitted estimator's ``feature_names_in_``
+(:func:`name_features`).
+
+:func:`file_format` tells which of these a path names (``None`` for anything else, e.g. Zarr).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import json
+import os
+
+import numpy as np
+
+from ppa_dask.store.results import (
+    is_remote,
+    local_path,
+    open_zarr_dataset,
+    open_zarr_input,
+    zarr_node_type,
+)
+
+__all__ = [
+    "BAND_DIM",
+    "FORMATS",
+    "CUBE_FORMATS",
+    "TABLE_FORMATS",
+    "ZARR",
+    "Source",
+    "open_source",
+    "open_input",
+    "file_format",
+    "suffix",
+    "components_variable",
+    "is_series",
+    "expand_paths",
+    "fingerprint",
+    "source_fingerprint",
+    "source_format",
+    "open_cube",
+    "open_table",
+    "table_array",
+    "name_features",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """One file format: what it holds (``"cube"`` or ``"table"``), its name for people, its
+    suffixes (the first is the one written), what a path of it may be, and the options that
+    apply to it besides ``path`` (the pipeline's ``data.`` keys, the readers' keywords);
+    ``lists``: whether a list of files may name one input."""
+
+    kind: str
+    label: str
+    suffixes: tuple
+    paths: str
+    options: tuple
+    lists: bool = False
+
+
+#: Every file format read and written, by the name used everywhere (``data.source``,
+#: ``transform.format``): the one place their suffixes and options are declared.
+FORMATS = {
+    "netcdf": Format(
+        "cube",
+        "NetCDF",
+        (".nc", ".nc4", ".netcdf", ".cdf"),
+        "a NetCDF file, a glob or a list of files (a series)",
+        ("variable", "feature_dim", "concat_dim"),
+        lists=True,
+    ),
+    "geotiff": Format(
+        "cube",
+        "GeoTIFF",
+        (".tif", ".tiff"),
+        "a GeoTIFF file (string); its bands are the features",
+        (),
+    ),
+    "parquet": Format(
+        "table",
+        "Parquet",
+        (".parquet", ".pq"),
+        "a Parquet file, folder or glob (string)",
+        ("columns",),
+    ),
+    "csv": Format("table", "CSV", (".csv",), "a CSV file or glob (string)", ("columns",)),
+}
+#: The format of anything without a file suffix of :data:`FORMATS`: a Zarr array or group.
+ZARR = "zarr"
+_ZARR_SUFFIX = ".zarr"
+#: Cube formats read by :func:`open_cube` and written by ``write_cube``.
+CUBE_FORMATS = tuple(name for name, f in FORMATS.items() if f.kind == "cube")
+#: Table formats read by :func:`open_table` and written by ``write_table``.
+TABLE_FORMATS = tuple(name for name, f in FORMATS.items() if f.kind == "table")
+_SUFFIXES = {sfx: name for name, f in FORMATS.items() for sfx in f.suffixes}
+_GLOB_CHARS = "*?["
+#: The dimension of a GeoTIFF holding its bands (rioxarray's name).
+BAND_DIM = "band"
+_NUMERIC_KINDS = "biuf"
+
+
+def suffix(fmt):
+    """The suffix a file of format ``fmt`` is written with (``zarr``: ``.zarr``).
+
+    Examples
+    --------
+    >>> "components" + suffix("geotiff"), "components" + suffix("zarr")
+    ('components.tif', 'components.zarr')
+    """
+    return _ZARR_SUFFIX if fmt == ZARR else FORMATS[fmt].suffixes[0]
+
+
+def components_variable(path):
+    """The variable holding the components in a file ppa-dask wrote at ``path``: None for a
+    GeoTIFF (its bands are the components), ``"components"`` otherwise.
+
+    Examples
+    --------
+    >>> components_variable("c.tif"), components_variable("c.nc")
+    (None, 'components')
+    """
+    return None if file_format(path) == "geotiff" else "components"
+
+
+def _is_glob(path):
+    return isinstance(path, str) and any(c in path for c in _GLOB_CHARS)
+
+
+def file_format(path):
+    """The format a path (a glob, or a list of paths) names by its suffix, or None.
+
+    Examples
+    --------
+    >>> file_format("cube.nc"), file_format("scene.TIF"), file_format(["a.nc", "b.nc"])
+    ('netcdf', 'geotiff', 'netcdf')
+    >>> file_format("data/*.parquet"), file_format("model.zarr")
+    ('parquet', None)
+    """
+    if isinstance(path, (list, tuple)):
+        formats = {file_format(p) for p in path}
+        return formats.pop() if len(formats) == 1 else None
+    name = os.fspath(path).rstrip("/")
+    return _SUFFIXES.get(os.path.splitext(name)[1].lower())
+
+
+def is_series(path):
+    """Whether ``path`` names many NetCDF files (a list, or a glob): one series.
+
+    Examples
+    --------
+    >>> is_series("data/*.nc"), is_series(["a.nc", "b.nc"]), is_series("a.nc")
+    (True, True, False)
+    """
+    many = isinstance(path, (list, tuple)) or _is_glob(path)
+    return many and file_format(path) == "netcdf"
+
+
+def expand_paths(path):
+    """The existing files a path, a glob or a list of them names, in order (a glob sorted).
+
+    Raises FileNotFoundError naming the first path or pattern that matches nothing.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> try:
+    ...     expand_paths(os.path.join(tempfile.mkdtemp(), "*.nc"))
+    ... except FileNotFoundError as exc:
+    ...     print("no files match" in str(exc))
+    True
+    """
+    items = list(path) if isinstance(path, (list, tuple)) else [path]
+    if not items:
+        raise FileNotFoundError("an empty list of paths names no file")
+    out = []
+    for item in items:
+        item = os.fspath(item)
+        if _is_glob(item):
+            found = sorted(glob.glob(item))
+            if not found:
+                raise FileNotFoundError(f"no files match {item!r}")
+            out += found
+        elif not os.path.exists(item):
+            raise FileNotFoundError(f"no such file {item!r}")
+        else:
+            out.append(item)
+    return out
+
+
+# -------------------------------------------------------------------------------------------
+# cubes
+# -------------------------------------------------------------------------------------------
+
+
+def _pick_variable(ds, variable, where):
+    names = [str(n) for n in ds.data_vars]
+    if variable is None:
+        if len(names) != 1:
+            raise ValueError(
+                f"{where} holds the variables {names}; choose one with variable= (--variable)"
+            )
+        variable = names[0]
+    if variable not in ds.data_vars:
+        raise ValueError(f"{where} has no variable {variable!r}; variables: {names}")
+    return ds[variable]
+
+
+def _open_netcdf(path, variable):
+    import xarray as xr
+
+    try:
+        ds = xr.open_dataset(path, engine="h5netcdf", chunks={})
+    except Exception as exc:
+        raise ValueError(f"cannot open {path!r} as NetCDF (h5netcdf engine): {exc}") from None
+    cube = _pick_variable(ds, variable, repr(path))
+    if cube.encoding.get("chunksizes") is None:
+        # a contiguous variable has no storage chunks: Dask's automatic chunks read
+        # hyperslabs of it instead of the whole variable in one task
+        ds = xr.open_dataset(path, engine="h5netcdf", chunks="auto")
+        cube = ds[cube.name]
+    return cube
+
+
+def _open_series(paths, variable, concat_dim):
+    import xarray as xr
+
+    try:
+        ds = xr.open_mfdataset(
+            paths,
+            engine="h5netcdf",
+            combine="nested",
+            concat_dim=concat_dim,
+            chunks={},
+            data_vars="minimal",
+            coords="minimal",
+            compat="override",
+            join="exact",
+            parallel=False,
+        )
+    except Exception as exc:
+        raise ValueError(
+            f"cannot open the {len(paths)} files {paths[0]!r} ... {paths[-1]!r} as one NetCDF "
+            f"series along {concat_dim!r}: {exc}"
+        ) from None
+    where = f"the series {paths[0]!r} ... ({len(paths)} files)"
+    cube = _pick_variable(ds, variable, where)
+    cube.encoding.setdefault("source", paths[0])
+    return cube
+
+
+def _geotiff_block(path):
+    import rasterio
+
+    with rasterio.open(path) as src:
+        rows, cols = src.block_shapes[0]
+    return int(rows), int(cols)
+
+
+def _open_geotiff(path, variable, feature_dim):
+    import rioxarray
+
+    if variable is not None:
+        raise ValueError(
+            f"{path!r} is a GeoTIFF: its bands are the features, it has no variables "
+            f"(variable={variable!r} applies to NetCDF)"
+        )
+    try:
+        rows, cols = _geotiff_block(path)
+        cube = rioxarray.open_rasterio(
+            path, chunks={BAND_DIM: -1, "y": rows, "x": cols}, masked=True
+        )
+    except Exception as exc:
+        raise ValueError(f"cannot open {path!r} as a GeoTIFF (rasterio): {exc}") from None
+    if isinstance(cube, list) or BAND_DIM not in getattr(cube, "dims", ()):
+        raise ValueError(
+            f"{path!r} did not open as one (band, y, x) raster; a GeoTIFF with subdatasets is "
+            "not supported"
+        )
+    if feature_dim == "component":
+        # a GeoTIFF of component images (written by write_cube): band i is component i
+        return cube.rename({BAND_DIM: "component"})
+    if feature_dim not in (None, BAND_DIM):
+        raise ValueError(
+            f"{path!r} is a GeoTIFF: its features are the bands, dimension {BAND_DIM!r}; "
+            f"got feature_dim={feature_dim!r}"
+        )
+    if cube.sizes[BAND_DIM] < 2:
+        raise ValueError(
+            f"{path!r} is a GeoTIFF with {cube.sizes[BAND_DIM]} band; PPA needs at least 2 "
+            f"bands as features (dimension {BAND_DIM!r})"
+        )
+    return cube
+
+
+def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time"):
+    """Open a NetCDF file, a GeoTIFF or a series of NetCDF files as a lazy DataArray.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or list of them
+        A NetCDF file (``.nc``, ``.nc4``, ``.cdf``), a GeoTIFF / Cloud-Optimized GeoTIFF
+        (``.tif``, ``.tiff``), or a glob / list of NetCDF files making one series.
+    variable : str, optional
+        The NetCDF variable; may be omitted when the file holds one data variable. A GeoTIFF
+        has none (its bands are the features).
+    feature_dim : str, optional
+        The dimension holding the features, checked to exist. A GeoTIFF's is ``"band"`` (the
+        default for it); ``"component"`` reads a GeoTIFF of component images, band ``i``
+        being component ``i``.
+    concat_dim : str, default="time"
+        A series: the dimension the files are concatenated along, in the order given (a glob
+        sorted by name).
+
+    Returns
+    -------
+    cube : xarray.DataArray
+        Dask-backed, one chunk per storage chunk of the file (HDF5 chunks, GeoTIFF tiles or
+        strips, at least one chunk per file of a series); nothing but metadata is read. A
+        GeoTIFF keeps its CRS and transform (``cube.rio.crs``, ``cube.rio.transform()``) and its
+        nodata pixels are NaN (left out of a fit, NaN in the component images).
+
+    Raises
+    ------
+    FileNotFoundError
+        A missing file, or a glob matching nothing.
+    ValueError
+        A file of the wrong format, a missing variable, a missing feature dimension, a GeoTIFF
+        asked for another feature dimension than ``band`` or with a single band.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, xarray as xr
+    >>> from ppa_dask import PPA
+    >>> from ppa_dask.store import open_cube
+    >>> path = os.path.join(tempfile.mkdtemp(), "cube.nc")
+    >>> t = np.random.default_rng(0).uniform(size=(20, 30))
+    >>> refl = xr.DataArray(np.stack([t, t**2, t**3]), dims=("band", "y", "x"), name="refl")
+    >>> refl.to_netcdf(path, engine="h5netcdf", encoding={"refl": {"chunksizes": (3, 10, 30)}})
+    >>> cube = open_cube(path, feature_dim="band")
+    >>> cube.chunks
+    ((3,), (10, 10), (30,))
+    >>> comps = PPA(degree=2, random_state=0).fit(cube, feature_dim="band").transform(cube)
+    >>> comps.dims
+    ('component', 'y', 'x')
+    """
+    if isinstance(path, (list, tuple)) or _is_glob(path):
+        paths = expand_paths(path)
+        fmt = file_format(paths)
+        if fmt != "netcdf":
+            raise ValueError(
+                f"a series of files is read from NetCDF files (.nc); got {paths[:3]}"
+                + (" ..." if len(paths) > 3 else "")
+            )
+        cube = _open_series(paths, variable, concat_dim) if len(paths) > 1 else None
+        if cube is None:
+            cube = _open_netcdf(paths[0], variable)
+        where = f"{paths[0]!r}" + (f" ... ({len(paths)} files)" if len(paths) > 1 else "")
+    else:
+        path = os.fspath(path)
+        (path,) = expand_paths(path)
+        fmt = file_format(path)
+        if fmt == "geotiff":
+            return _open_geotiff(path, variable, feature_dim)
+        if fmt != "netcdf":
+            raise ValueError(
+                f"{path!r}: open_cube reads NetCDF (.nc, .nc4, .cdf) and GeoTIFF (.tif, .tiff) "
+                "files; open Zarr stores with xarray.open_zarr or ppa_dask.store.open_input"
+            )
+        cube = _open_netcdf(path, variable)
+        where = repr(path)
+    if feature_dim is not None and feature_dim not in cube.dims:
+        raise ValueError(
+            f"feature_dim {feature_dim!r} is not a dimension of {cube.name!r} in {where} "
+            f"(dimensions: {', '.join(map(str, cube.dims))})"
+        )
+    return cube
+
+
+# -------------------------------------------------------------------------------------------
+# tables
+# -------------------------------------------------------------------------------------------
+
+
+def _column_list(columns):
+    if columns is None:
+        return None
+    if isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    columns = list(columns)
+    if not columns or not all(isinstance(c, str) for c in columns):
+        raise ValueError(f"columns must be a non-empty list of column names, got {columns!r}")
+    dup = sorted({c for c in columns if columns.count(c) > 1})
+    if dup:
+        raise ValueError(f"columns names {dup} more than once")
+    return columns
+
+
+def open_table(path, columns=None):
+    """Open a Parquet or CSV table lazily (``dask.dataframe``), keeping numeric ``columns``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A Parquet file or folder of parts (``.parquet``, ``.pq``) or a CSV file (``.csv``),
+        or a glob of them.
+    columns : list of str or str, optional
+        The feature columns, in this order (a string is split at commas: ``"a,b,c"``);
+        default: every column.
+
+    Returns
+    -------
+    table : dask.dataframe.DataFrame
+        The selected columns; one partition per Parquet row group (Dask may fuse small ones
+        when few columns are read), CSV blocks of Dask's default size. Nothing but metadata
+        (Parquet) or a sample (CSV) is read.
+
+    Raises
+    ------
+    FileNotFoundError
+        A missing file, or a glob matching nothing.
+    ValueError
+        A file of another format, a missing column (naming the available ones), or a selected
+        column that does not hold numbers (naming its dtype).
+
+    Examples
+    --------
+    >>> import os, tempfile, pandas as pd
+    >>> from ppa_dask.store import open_table, table_array
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+    >>> pd.DataFrame({"id": ["a", "b", "c"], "x": [1.0, 2, 3], "y": [4.0, 5, 6]}).to_csv(
+    ...     path, index=False)
+    >>> table = open_table(path, columns=["x", "y"])
+    >>> X, names = table_array(table)
+    >>> X.shape, names
+    ((3, 2), ['x', 'y'])
+    """
+    import dask.dataframe as dd
+
+    columns = _column_list(columns)
+    target = os.fspath(path)
+    paths = expand_paths(target)
+    fmt = file_format(target) or file_format(paths)
+    if fmt not in TABLE_FORMATS:
+        raise ValueError(
+            f"{target!r}: open_table reads Parquet (.parquet, .pq) and CSV (.csv) tables"
+        )
+    try:
+        if fmt == "parquet":
+            # one partition per row group: the file's own chunks
+            table = dd.read_parquet(paths if len(paths) > 1 else paths[0], split_row_groups=True)
+        else:
+            table = dd.read_csv(paths if len(paths) > 1 else paths[0])
+    except Exception as exc:
+        raise ValueError(f"cannot read {target!r} as {fmt}: {exc}") from None
+    available = [str(c) for c in table.columns]
+    if columns is None:
+        columns = available
+    missing = [c for c in columns if c not in available]
+    if missing:
+        raise ValueError(
+            f"column {missing[0]!r} is not in {target!r}; its columns are: {', '.join(available)}"
+        )
+    for c in columns:
+        dtype = table.dtypes[c]
+        if getattr(dtype, "kind", "O") not in _NUMERIC_KINDS:
+            raise ValueError(
+                f"column {c!r} of {target!r} has dtype {dtype}, not numbers; select numeric "
+                "feature columns with columns= (--columns a,b,c)"
+            )
+    return table[columns]
+
+
+def table_array(table):
+    """A table's values as a ``(samples, features)`` float Dask array, and its column names.
+
+    The partitions' row counts are computed (one pass over the selected columns, needed for
+    known chunk sizes); a pandas DataFrame is wrapped as one chunk.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> X, names = table_array(pd.DataFrame({"a": [1, 2], "b": [3.0, 4.0]}))
+    >>> X.dtype, X.chunks, names
+    (dtype('float64'), ((2,), (2,)), ['a', 'b'])
+    """
+    import dask.array as da
+
+    names = [str(c) for c in table.columns]
+    if hasattr(table, "to_dask_array"):
+        # chunk sizes from the array's own graph: Dask may fuse small Parquet partitions
+        # (whole row groups) once columns are projected, so the frame's partition count and
+        # the array's chunks can differ
+        X = table.to_dask_array()
+        X.compute_chunk_sizes()
+    else:
+        X = da.from_array(np.asarray(table))
+    return X.astype(np.float64), names
+
+
+def name_features(model, names):
+    """Set ``model.feature_names_in_`` to the column names a fitted estimator was given.
+
+    A fit on a Dask array has no column names; after fitting on :func:`table_array`'s array,
+    this records them as scikit-learn does for a DataFrame (a NumPy array of ``str`` objects).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ppa_dask import PPA
+    >>> X = np.random.default_rng(0).normal(size=(50, 3))
+    >>> model = name_features(PPA(degree=1).fit(X), ["a", "b", "c"])
+    >>> model.feature_names_in_.tolist()
+    ['a', 'b', 'c']
+    """
+    names = [str(n) for n in names]
+    if len(names) != model.n_features_in_:
+        raise ValueError(f"{len(names)} names for {model.n_features_in_} features: {names}")
+    model.feature_names_in_ = np.asarray(names, dtype=object)
+    return model
+
+
+# -------------------------------------------------------------------------------------------
+# sources: one opener for every front-end
+# -------------------------------------------------------------------------------------------
+
+#: How each front-end spells the options of :func:`open_source` in what it tells the user.
+FRONTS = ("python", "cli", "pipeline")
+
+# Messages that differ between the front-ends beyond an option's spelling, each front's own
+# words (the CLI's and the pipeline's were established before this layer; they are kept).
+_MESSAGES = {
+    "table_feature_dim": {
+        "cli": "--feature-dim applies to cubes; the features of the table {path!r} are its "
+        "columns (choose them with --columns)",
+        "python": "feature_dim= applies to cubes; the features of the table {path!r} are its "
+        "columns (choose them with columns=)",
+    },
+    "columns_not_table": {
+        "cli": "--columns applies to Parquet and CSV inputs, not to {path!r}",
+        "python": "columns= applies to Parquet and CSV inputs, not to {path!r}",
+    },
+    "netcdf_feature_dim": {
+        "cli": "{path!r} is a NetCDF cube: name the dimension holding its features with "
+        "--feature-dim (e.g. band)",
+        "python": "{path!r} is a NetCDF cube: name the dimension holding its features with "
+        "feature_dim= (e.g. band)",
+    },
+    "zarr_ndim": {
+        "cli": "INPUT {where} is a {ndim}-D array of shape {shape}; ppa-dask needs a 2-D array "
+        "of samples x features (or, with --feature-dim, a cube)",
+        "python": "{where} is a {ndim}-D array of shape {shape}; ppa-dask needs a 2-D array "
+        "of samples x features (or, with feature_dim=, a cube)",
+        "pipeline": "{path!r} holds a {ndim}-D array; source 'zarr' needs samples x features "
+        "(use source 'xarray' with a feature_dim for a cube)",
+    },
+    "zarr_dtype": {
+        "cli": "INPUT {where} holds dtype {dtype}; ppa-dask needs numbers (integer, float or "
+        "bool)",
+        "python": "{where} holds dtype {dtype}; ppa-dask needs numbers (integer, float or bool)",
+    },
+    "zarr_plain_array": {
+        "cli": "--feature-dim {feature_dim!r} needs an xarray dataset (a Zarr group whose "
+        "variables have named dimensions), but {path!r} is a plain Zarr array: drop "
+        "--feature-dim to read it as samples x features",
+        "python": "feature_dim={feature_dim!r} needs an xarray dataset (a Zarr group whose "
+        "variables have named dimensions), but {path!r} is a plain Zarr array: drop "
+        "feature_dim= to read it as samples x features",
+    },
+    "variable_choose": {
+        "cli": "{path!r} holds the variables {names}; choose one with --variable",
+        "python": "{path!r} holds the variables {names}; choose one with variable=",
+        "pipeline": "{path!r} holds {n} variables ({listed}); name one",
+    },
+    "variable_missing": {
+        "cli": "{path!r} has no variable {variable!r} (variables: {names})",
+        "python": "{path!r} has no variable {variable!r} (variables: {names})",
+        "pipeline": "{variable!r} is not a variable of {path!r} (variables: {listed})",
+    },
+    "feature_dim_missing": {
+        "cli": "--feature-dim {feature_dim!r} is not a dimension of {variable!r} "
+        "(dimensions: {dims})",
+        "python": "feature_dim={feature_dim!r} is not a dimension of {variable!r} "
+        "(dimensions: {dims})",
+        "pipeline": "{feature_dim!r} is not a dimension of {path!r} (dimensions: {dims})",
+    },
+}
+
+
+class SourceError(ValueError):
+    """An input that cannot be opened as asked; ``key`` names the option at fault (``path``,
+    ``variable``, ``feature_dim`` or ``columns``), so a front-end can say where it was set."""
+
+    def __init__(self, message, key="path"):
+        super().__init__(message)
+        self.key = key
+
+
+def _fail(what, front, key="path", **fields):
+    words = _MESSAGES[what]
+    text = words.get(front, words.get("python", words.get("cli")))
+    raise SourceError(text.format(**fields), key)
+
+
+def open_input(path_or_url, variable=None, storage_options=None):
+    """Any input as a Dask array or DataArray: a Zarr array or a variable of a Zarr group
+    (local path or fsspec URL, one Dask chunk per Zarr chunk), a NetCDF / GeoTIFF cube (a lazy
+    DataArray: fit it with ``feature_dim=``) or a Parquet / CSV table (its ``(samples,
+    features)`` array, ``variable`` naming its columns).
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np
+    >>> from ppa_dask import PPA
+    >>> from ppa_dask.datasets import write_zarr
+    >>> from ppa_dask.store import open_input
+    >>> p = write_zarr(os.path.join(tempfile.mkdtemp(), "d.zarr"), 3000, chunk_rows=1000,
+    ...                random_state=0)
+    >>> X = open_input(p)
+    >>> X.chunks[0]
+    (1000, 1000, 1000)
+    >>> model = PPA(degree=2, random_state=0).fit(X)
+    """
+    fmt = file_format(path_or_url)
+    if fmt in CUBE_FORMATS or is_series(path_or_url):
+        return open_cube(path_or_url, variable=variable)
+    if fmt in TABLE_FORMATS:
+        return table_array(open_table(path_or_url, columns=variable))[0]
+    return open_zarr_input(path_or_url, variable, storage_options)
+
+
+def fingerprint(path):
+    """SHA-256 of the names, sizes and modification times of every file under ``path``.
+
+    ``path`` may be a local file or folder or an fsspec URL. Cheap (no data is read), and it
+    changes when any file of a store is added, removed, resized or rewritten.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> a = fingerprint(folder)
+    >>> _ = open(os.path.join(folder, "f"), "w").write("x")
+    >>> a != fingerprint(folder)
+    True
+    """
+    import fsspec
+
+    path = os.fspath(path)
+    fs, root = fsspec.core.url_to_fs(path)
+    if not fs.exists(root):
+        raise FileNotFoundError(path)
+    if fs.isdir(root):
+        entries = fs.find(root, detail=True, withdirs=False)
+    else:
+        entries = {root: fs.info(root)}
+    h = hashlib.sha256()
+    for name in sorted(entries):
+        info = entries[name]
+        stamp = info.get("mtime") or info.get("LastModified") or info.get("ETag") or ""
+        rel = name[len(root) :] if name.startswith(root) else name
+        h.update(f"{rel}\0{info.get('size')}\0{stamp}\n".encode())
+    return h.hexdigest()
+
+
+def _sha256(obj):
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclasses.dataclass
+class Source:
+    """An opened input: what :func:`open_source` returns.
+
+    Attributes
+    ----------
+    data : dask.array.Array or xarray.DataArray
+        ``kind == "table"``: a ``(samples, features)`` Dask array; ``kind == "cube"``: a lazy
+        DataArray whose ``feature_dim`` holds the features and whose other dimensions are
+        samples.
+    kind : {"table", "cube"}
+    format : str
+        A name of :data:`FORMATS`, or ``"zarr"``.
+    path : str or list of str
+        As given.
+    feature_dim : str or None
+        The cube's feature dimension (None for a table).
+    feature_names : list of str or None
+        A table's column names, a cube's feature labels; None when the input names none.
+    variable : str or None
+        The variable read (NetCDF, Zarr group), if any.
+    """
+
+    data: object
+    kind: str
+    format: str
+    path: object
+    feature_dim: str | None = None
+    feature_names: list | None = None
+    variable: str | None = None
+
+    @property
+    def files(self):
+        """The local files (or the URL) the source reads."""
+        if self.format == ZARR:
+            return [os.fspath(self.path)]
+        return expand_paths(self.path)
+
+    @property
+    def mask(self):
+        """The valid samples: a boolean array (a DataArray over a cube's sample dimensions, a
+        Dask vector for a table), True where every feature is finite. Lazy."""
+        if self.kind == "cube":
+            import xarray as xr
+
+            return xr.apply_ufunc(np.isfinite, self.data, dask="allowed").all(self.feature_dim)
+        import dask.array as da
+
+        return da.isfinite(self.data).all(axis=1)
+
+    @property
+    def georef(self):
+        """``{"crs": ..., "transform": ...}`` of a georeferenced cube (rioxarray), else None."""
+        if self.kind != "cube" or "spatial_ref" not in self.data.coords:
+            return None
+        import rioxarray  # noqa: F401  (registers the .rio accessor)
+
+        crs = self.data.rio.crs
+        return None if crs is None else {"crs": crs, "transform": self.data.rio.transform()}
+
+    def fingerprint(self):
+        """What a rerun compares to know the input unchanged (:func:`source_fingerprint`)."""
+        return source_fingerprint(self.path, self.format)
+
+
+def source_fingerprint(path, fmt):
+    """What a rerun compares to know an input unchanged, without opening it: the path and a
+    :func:`fingerprint` of a Zarr store; the files and one fingerprint of them all for the
+    file formats.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "t.csv")
+    >>> _ = open(p, "w").write("a,b")
+    >>> sorted(source_fingerprint(p, "csv"))
+    ['files', 'fingerprint']
+    """
+    if fmt == ZARR:
+        return {"path": path, "fingerprint": fingerprint(path)}
+    files = expand_paths(path)
+    return {"files": files, "fingerprint": _sha256([fingerprint(f) for f in files])}
+
+
+def source_format(path):
+    """The format of an input path (a name of :data:`FORMATS`), ``"zarr"`` for anything else.
+
+    Examples
+    --------
+    >>> source_format("a.nc"), source_format(["a.csv"]), source_format("d.zarr")
+    ('netcdf', 'csv', 'zarr')
+    """
+    return file_format(path) or ZARR
+
+
+def _pick_zarr_variable(ds, path, variable, front):
+    names = list(ds.data_vars)
+    listed = ", ".join(map(str, names))
+    if variable is None:
+        if len(names) != 1:
+            _fail(
+                "variable_choose",
+                front,
+                "variable",
+                path=path,
+                names=names,
+                n=len(names),
+                listed=listed,
+            )
+        variable = names[0]
+    if variable not in ds.data_vars:
+        _fail(
+            "variable_missing",
+            front,
+            "variable",
+            path=path,
+            variable=variable,
+            names=names,
+            listed=listed,
+        )
+    return ds[variable], variable
+
+
+def _zarr_source(path, variable, feature_dim, front):
+    if feature_dim is None:
+        X = open_zarr_input(path, variable=variable)
+        where = f"{path!r}" + (f" variable {variable!r}" if variable else "")
+        if X.ndim != 2 or hasattr(X, "dims"):
+            _fail("zarr_ndim", front, where=where, path=path, ndim=X.ndim, shape=tuple(X.shape))
+        if X.dtype.kind not in _NUMERIC_KINDS:
+            _fail("zarr_dtype", front, where=where, dtype=X.dtype)
+        return Source(X, "table", ZARR, path, variable=variable)
+    if front != "pipeline" and not is_remote(path) and zarr_node_type(local_path(path)) == "array":
+        _fail("zarr_plain_array", front, "feature_dim", feature_dim=feature_dim, path=path)
+    cube, variable = _pick_zarr_variable(open_zarr_dataset(path), path, variable, front)
+    if feature_dim not in cube.dims:
+        _fail(
+            "feature_dim_missing",
+            front,
+            "feature_dim",
+            feature_dim=feature_dim,
+            variable=variable,
+            path=path,
+            dims=", ".join(map(str, cube.dims)),
+        )
+    return Source(cube, "cube", ZARR, path, feature_dim, _labels(cube, feature_dim), variable)
+
+
+def _labels(cube, feature_dim):
+    if feature_dim in cube.coords:
+        return [str(v) for v in np.asarray(cube[feature_dim].values).tolist()]
+    return None
+
+
+def open_source(
+    path,
+    *,
+    variable=None,
+    feature_dim=None,
+    columns=None,
+    concat_dim="time",
+    format=None,
+    front="python",
+):
+    """Open an input as a :class:`Source`: the one reader behind the CLI, the pipelines and
+    the Python readers.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or list of them
+        A Zarr array or group (local path or fsspec URL), a file of a format of
+        :data:`FORMATS` (by its suffix), a glob or a list of NetCDF files (a series).
+    variable : str, optional
+        The array or variable of a Zarr group, or the NetCDF variable.
+    feature_dim : str, optional
+        The dimension holding the features: a Zarr input with one is read as an xarray cube,
+        without one as a ``(samples, features)`` array. A GeoTIFF's is ``band`` (the default);
+        a NetCDF cube needs one.
+    columns : list of str or str, optional
+        Parquet / CSV: the feature columns (default: all).
+    concat_dim : str, default="time"
+        A NetCDF series: the dimension the files are concatenated along.
+    format : str, optional
+        A name of :data:`FORMATS` or ``"zarr"``, instead of the path's suffix.
+    front : {"python", "cli", "pipeline"}
+        Whose words a refusal uses for the options (``feature_dim=``, ``--feature-dim``,
+        ``data.feature_dim``).
+
+    Returns
+    -------
+    Source
+
+    Raises
+    ------
+    SourceError
+        (a ValueError) naming the path and the option at fault.
+    FileNotFoundError
+        A missing file or store, or a glob matching nothing.
+
+    Examples
+    --------
+    >>> import os, tempfile, pandas as pd
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+    >>> pd.DataFrame({"a": [1.0, 2, 3], "b": [4.0, 5, 6]}).to_csv(path, index=False)
+    >>> src = open_source(path)
+    >>> src.kind, src.format, src.feature_names, src.data.shape
+    ('table', 'csv', ['a', 'b'], (3, 2))
+    """
+    if front not in FRONTS:
+        raise ValueError(f"front must be one of {FRONTS}, got {front!r}")
+    fmt = format or source_format(path)
+    if fmt in TABLE_FORMATS:
+        if feature_dim is not None:
+            _fail("table_feature_dim", front, "feature_dim", path=path)
+        X, names = table_array(open_table(path, columns=columns))
+        return Source(X, "table", fmt, path, feature_names=names)
+    if columns is not None:
+        _fail("columns_not_table", front, "columns", path=path)
+    if fmt == ZARR:
+        return _zarr_source(path, variable, feature_dim, front)
+    if fmt == "geotiff" and feature_dim is None:
+        feature_dim = BAND_DIM
+    if feature_dim is None:
+        _fail("netcdf_feature_dim", front, "feature_dim", path=path)
+    cube = open_cube(path, variable, feature_dim, concat_dim=concat_dim)
+    return Source(cube, "cube", fmt, path, feature_dim, _labels(cube, feature_dim), cube.name)
