@@ -334,6 +334,28 @@ def test_jobs_whose_prologue_fails_end_the_run_within_90_s(slurm, job_name, data
     assert _alive(slurm, job_name) == []
 
 
+def test_pbs_jobs_whose_prologue_fails_name_their_own_log_files(slurm, job_name, data, tmp_path):
+    path, _, _ = data
+    failing = ['echo "module: python/9.9 not found" >&2', "exit 3"]
+    cluster = _cluster_file(tmp_path, job_name, kind="pbs", prologue=failing)
+    model = tmp_path / "model.zarr"
+    cmd = Command(["fit", path, str(model), *FIT, "--cluster", cluster], slurm, tmp_path, 90)
+    code, _, err = cmd.wait()
+    assert code == 2
+    line = _error_line(err)
+    assert "worker jobs failed before a worker started" in line
+    # qstat names no log: SLURM's qsub wrapper puts -e/-o on sbatch's command line, over the
+    # script's '#PBS -e logs/', so each log is SCRIPT.e<job id> in the folder qsub ran in
+    named = re.findall(r"job (\d+) C, log (\S+): module: python/9\.9 not found", line)
+    assert len(named) == 2, line
+    for job, log in named:
+        assert os.path.dirname(log) == str(tmp_path) and log.endswith(f".e{job}")
+        with open(log) as f:
+            assert "module: python/9.9 not found" in f.read()
+    assert not model.exists()
+    assert _alive(slurm, job_name) == []
+
+
 def test_jobs_that_cannot_start_are_reported_then_the_worker_timeout_ends_the_run(
     slurm, job_name, data, tmp_path
 ):

@@ -40,6 +40,7 @@ __all__ = [
     "JobWatch",
     "check_jobqueue_options",
     "job_states",
+    "pbs_log_places",
     "walltime_seconds",
     "DEFAULT_MAX_JOB_RESTARTS",
     "DEFAULT_JOB_CHECK_INTERVAL",
@@ -270,30 +271,115 @@ def _slurm_states(job_ids):
     return states
 
 
-def _pbs_states(job_ids):
-    done = _run(["qstat", *job_ids])
+def _qstat_full(text):
+    """``qstat -f`` output: job id -> {attribute: value} (values that PBS wraps onto indented
+    continuation lines joined back)."""
+    jobs, attrs, key = {}, None, None
+    for line in text.splitlines():
+        head = re.match(r"Job Id:\s*(\S+)", line)
+        if head:
+            attrs, key = {}, None
+            jobs[head.group(1).split(".")[0]] = attrs
+            continue
+        if attrs is None or not line.strip():
+            continue
+        pair = re.match(r"\s+([A-Za-z_][\w.]*) = (.*)$", line)
+        if pair:
+            key = pair.group(1)
+            attrs[key] = pair.group(2).strip()
+        elif key is not None:
+            attrs[key] += line.strip()
+    return jobs
+
+
+def pbs_log_places(job_script):
+    r"""Where a PBS job script sends its logs: ``{"e": path, "o": path, "join": "oe"}`` from its
+    ``#PBS -e`` / ``-o`` / ``-j`` lines (dask-jobqueue writes ``-e DIR/ -o DIR/`` for its
+    ``log_directory``), missing keys when the script says nothing.
+
+    Examples
+    --------
+    >>> pbs_log_places("#!/bin/bash\n#PBS -e /logs/\n#PBS -o /logs/\n#PBS -j oe\nrun")
+    {'e': '/logs/', 'o': '/logs/', 'join': 'oe'}
+    """
+    places = {}
+    for line in job_script.splitlines():
+        found = re.match(r"#PBS\s+-([eoj])\s*(\S+)", line.strip())
+        if found:
+            places["join" if found.group(1) == "j" else found.group(1)] = found.group(2)
+    return places
+
+
+def _pbs_log(job_id, attrs, places, folder):
+    """The log file of PBS job ``job_id`` (its error log, or its output when the two are
+    joined), or None while none can be found.
+
+    ``qstat -f``'s Error_Path / Output_Path first (``host:/path``), then the job script's
+    ``-e`` / ``-o``, then the folder the jobs were submitted from (PBS's default). A directory
+    holds the log under the names the PBS flavours give it: ``NAME.e<seq>`` / ``NAME.o<seq>``
+    (Torque, OpenPBS, and SLURM's qsub wrapper, whose NAME is the script's), ``<id>.ER`` /
+    ``<id>.OU`` (PBS Pro).
+    """
+    import glob
+    import os
+
+    seq = job_id.split(".")[0]
+    join = attrs.get("Join_Path", places.get("join", "n"))
+    order = ("o", "e") if join.startswith("o") else ("e", "o")
+    suffix = {"e": (f"*.e{seq}", f"{seq}*.ER"), "o": (f"*.o{seq}", f"{seq}*.OU")}
+    given = {
+        "e": attrs.get("Error_Path") or places.get("e"),
+        "o": attrs.get("Output_Path") or places.get("o"),
+    }
+    for stream in order:
+        path = given[stream]
+        if path:
+            path = path.split(":", 1)[1] if re.match(r"[\w.-]+:/", path) else path
+            path = os.path.expanduser(path)
+            if not (path.endswith("/") or os.path.isdir(path)):
+                return path  # a file named in full (it may appear only when the job ends)
+        for where in (path, folder):
+            if not where:
+                continue
+            found = [
+                f for pattern in suffix[stream] for f in glob.glob(os.path.join(where, pattern))
+            ]
+            if found:
+                return max(found, key=os.path.getmtime)
+    return None
+
+
+def _pbs_states(job_ids, places=None, folder=None):
+    done = _run(["qstat", "-f", *job_ids])
     if done is None:
         return None
     states = {}
-    for line in done.stdout.splitlines():
-        fields = line.split()
-        # "Job id  Name  User  Time Use  S  Queue"; the id may carry the server's name
-        if len(fields) >= 6 and fields[0].split(".")[0] in job_ids:
-            job_id = fields[0].split(".")[0]
-            states[job_id] = JobState(job_id, fields[4], None, None)
+    # jobs PBS no longer knows are left out (qstat names them on stderr and exits non-zero)
+    for job_id, attrs in _qstat_full(done.stdout).items():
+        if job_id not in job_ids or "job_state" not in attrs:
+            continue
+        # Torque's exit_status, PBS Pro's Exit_status, once the job has ended
+        status = attrs.get("exit_status", attrs.get("Exit_status"))
+        reason = f"exit status {status}" if status not in (None, "") else None
+        log = _pbs_log(job_id, attrs, places or {}, folder)
+        states[job_id] = JobState(job_id, attrs["job_state"], reason, log)
     return states
 
 
-def job_states(kind, job_ids):
+def job_states(kind, job_ids, log_places=None, folder=None):
     """The states of the jobs ``job_ids`` of a ``slurm`` or ``pbs`` cluster.
 
     Returns a dict job id -> :class:`JobState` (jobs the batch system no longer lists are
-    absent), or None when the query command failed.
+    absent), or None when the query command failed. For PBS, ``log_places`` (from
+    :func:`pbs_log_places`) and ``folder`` (where the jobs were submitted from) help find the
+    log files that ``qstat`` does not name.
     """
     job_ids = [str(j) for j in job_ids]
     if not job_ids:
         return {}
-    return _slurm_states(job_ids) if kind == "slurm" else _pbs_states(job_ids)
+    if kind == "slurm":
+        return _slurm_states(job_ids)
+    return _pbs_states(job_ids, log_places, folder)
 
 
 def _ended(kind, state):
@@ -342,6 +428,10 @@ class JobWatch:
     expect_workers : bool
         Whether a worker must be connected at all times (not an adaptive cluster whose
         minimum is 0).
+    log_places : dict, optional
+        PBS: where the job script sends the logs (:func:`pbs_log_places`).
+    folder : str, optional
+        PBS: the folder the jobs are submitted from (where PBS writes logs by default).
 
     Attributes
     ----------
@@ -366,8 +456,12 @@ class JobWatch:
         where,
         adaptive=False,
         expect_workers=True,
+        log_places=None,
+        folder=None,
     ):
         self.cluster = cluster
+        self.log_places = log_places
+        self.folder = folder
         self.kind = kind
         self.adaptive = adaptive
         self.expect_workers = expect_workers
@@ -459,7 +553,7 @@ class JobWatch:
             elif self._empty_since is None:
                 self._empty_since = now
         pending = [j for j in jobs.values() if j not in self._handled]
-        states = job_states(self.kind, pending)
+        states = job_states(self.kind, pending, self.log_places, self.folder)
         if states is None:
             return
         start_failures, lost = [], []

@@ -53,6 +53,7 @@ from ppa_dask.app.batchjobs import (
     DEFAULT_MAX_JOB_RESTARTS,
     JobWatch,
     check_jobqueue_options,
+    pbs_log_places,
 )
 from ppa_dask.app.dashboard import open_page
 from ppa_dask.ppa import fused
@@ -1041,6 +1042,10 @@ def open_client(
                 where=config["path"],
                 adaptive="adapt" in config,
                 expect_workers=_needs_workers_at_start(config),
+                # PBS's qstat names no log file: found from the script's -e/-o, or where
+                # qsub ran (PBS's default)
+                log_places=pbs_log_places(jobs.job_script()) if kind == "pbs" else None,
+                folder=os.getcwd(),
             )
             try:
                 if "adapt" in config:
