@@ -599,3 +599,22 @@ def test_landsat_cube_without_rioxarray_names_the_extra(monkeypatch):
     with pytest.raises(ImportError, match=r"rioxarray.*ppa-dask\[formats\].*return_paths"):
         ds.load_landsat_crop()
     assert len(ds.load_landsat_crop(return_paths=True)) == 3
+
+
+def test_landsat_fit_on_the_valid_pixels_equals_the_fit_of_them_stacked_by_hand():
+    # The crop as a user fits it: the zeros declared missing on the cube. The model must be the
+    # one fitted on the valid pixels stacked by hand (band order, row-major pixels), and the
+    # components NaN in every band outside the scene.
+    from ppa_dask import PPA
+
+    cube = ds.load_landsat_crop()
+    rows = cube.values.reshape(3, -1).T.astype(np.float64)
+    fill = (rows == 0).all(axis=1)
+    by_hand = PPA(degree=3, random_state=0).fit(rows[~fill])
+    model = PPA(degree=3, random_state=0).fit(cube.where(cube != 0), feature_dim="band")
+    assert model.n_features_in_ == 3
+    np.testing.assert_allclose(model.coefficients_, by_hand.coefficients_, rtol=1e-10, atol=1e-8)
+    np.testing.assert_allclose(model.mean_, by_hand.mean_, rtol=1e-12)
+    comps = model.transform(cube.where(cube != 0)).values.reshape(3, -1).T
+    assert np.isnan(comps[fill]).all() and np.isfinite(comps[~fill]).all()
+    np.testing.assert_allclose(comps[~fill], by_hand.transform(rows[~fill]), rtol=1e-9, atol=1e-6)
