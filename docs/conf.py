@@ -213,6 +213,17 @@ def skip_generated_members(app, what, name, obj, skip, options):
     return None
 
 
+def draw_reproduction_figures(app):
+    """The figures of docs/reproductions.md, drawn from the saved records in results/ at each
+    build (into the git-ignored docs/generated/reproductions/), never committed as images."""
+    from ppa_dask.app.reproductions import draw_all_figures
+
+    draw_all_figures(
+        os.path.join(ROOT, "results"), os.path.join(app.srcdir, "generated", "reproductions")
+    )
+
+
 def setup(app):
     app.connect("builder-inited", check_api_page)
+    app.connect("builder-inited", draw_reproduction_figures)
     app.connect("autodoc-skip-member", skip_generated_members)

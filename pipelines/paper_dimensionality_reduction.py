@@ -68,6 +68,7 @@ from ppa_dask.app.reports import (
     write_report,
     write_table,
 )
+from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES, PAPER_TABLE2_MINUTES
 
 NAMES = {
@@ -378,12 +379,118 @@ def main(argv=None):
         )
     if "nlpca" in methods:
         print(comparison["text"])
+    if args.record:
+        write_record(args.record, make_fig8_record(args, argv, specs, results, timer.elapsed))
+        print(f"record -> {args.record}")
     return dict(
         output=out,
         summary=summary,
         results=results,
         fit_times=t2_rows,
         nlpca_vs_ppa=comparison["rows"],
+    )
+
+
+#: Options of the test suite's smaller rerun of a saved record (a subset of its cells).
+REDUCED = ("--repeats", "1", "--datasets", "vehicles")
+#: Data sets whose PPA-GD training error exceeds PCA's at large k (issue 26): the record keeps
+#: the objective at the start of each of their PPA-GD steps, relative to PCA's error.
+GD_EXCESS = ("segmentation", "page_blocks", "japanese_vowels")
+
+
+def fig8_cells(results, methods):
+    """Cells of the record: per split, method, half and k the relative MSE (%), per split and
+    method the fit time (k = 0), and for PPA-GD on the training half per step k the objective
+    at the step's start relative to PCA's k-component error (%) and the angle moved."""
+    cells = []
+    for r in results:
+        base = dict(dataset=r["dataset"], seed=r["seed"])
+        pca_train = r["pca"]["train_mse"]
+        for method in methods:
+            cells.append(dict(base, method=method, half="train", k=0, quantity="fit_seconds",
+                              value=r[method]["fit_seconds"]))  # fmt: skip
+            for half in ("train", "test"):
+                for k, v in enumerate(relative_mse(r, method, half), start=1):
+                    cells.append(dict(base, method=method, half=half, k=k,
+                                      quantity="relative_mse", value=v))  # fmt: skip
+            if method == "ppa_gd":
+                for k, (f0, angle) in enumerate(
+                    zip(r[method]["gd_start"], r[method]["gd_angle"]), start=1
+                ):
+                    ok = pca_train[k] > 0 and k < r["rank"]
+                    cells.append(dict(base, method=method, half="train", k=k,
+                                      quantity="gd_start_relative",
+                                      value=100 * f0 / pca_train[k] if ok else None))  # fmt: skip
+                    cells.append(dict(base, method=method, half="train", k=k,
+                                      quantity="gd_angle", value=angle))  # fmt: skip
+    return cells
+
+
+def gd_tables(fig8):
+    """The record's PPA-GD tables on the data sets of :data:`GD_EXCESS`."""
+    return [
+        dict(fig8, name="gd_start", where=dict(quantity="gd_start_relative",
+                                               dataset=list(GD_EXCESS)),
+             title="PPA-GD: its step k's objective at the start of the descent (the leading "
+             "eigenvector of the residual its earlier steps left), % of PCA's k-component "
+             "error", labels={"ppa_gd": "PPA-GD start of step k"}),
+        dict(fig8, name="gd_angle", where=dict(quantity="gd_angle", dataset=list(GD_EXCESS)),
+             digits=3, title="PPA-GD: angle (radians) its descent moved step k from the "
+             "leading eigenvector", labels={"ppa_gd": "angle"}),
+    ]  # fmt: skip
+
+
+def make_fig8_record(args, argv, specs, results, elapsed):
+    """The reproduction record of a run (Fig. 8, Table 2)."""
+    methods = list(specs[0]["methods"])
+    fig8 = dict(value="value", rows=["dataset", "k"], column="method", over="seed", digits=1,
+                labels=METHOD_LABELS, row_labels={}, row_headers=["data set", "k"])  # fmt: skip
+    tables = [
+        dict(fig8, name=f"fig8_{half}", where=dict(half=half, quantity="relative_mse"),
+             title=f"Fig. 8, {half} half: relative MSE 100 x MSE / MSE_PCA (%); '-' where "
+             "PCA's error is 0 (k >= the data's rank)")
+        for half in ("train", "test")
+    ]  # fmt: skip
+    if "nlpca" in methods:
+        tables = [
+            dict(t, where=dict(t["where"], method=["pca", "ppa", "nlpca"]), range=True,
+                 title=t["title"].replace("Fig. 8", "Fig. 8, NLPCA against PPA"))
+            for t in tables
+        ]  # fmt: skip
+    else:
+        tables += gd_tables(fig8)
+    paper = {
+        name: dict(zip(REDUCTION_METHODS, PAPER_TABLE2_MINUTES[name])) for name in args.datasets
+    }
+    tables.append(
+        dict(name="table2", value="value", rows=["dataset"], column="method", over="seed",
+             where=dict(quantity="fit_seconds"), scale=1 / 60, digits=4, paper=paper,
+             labels=METHOD_LABELS, row_labels=NAMES, row_headers=["data set"],
+             title="Table 2: fit time on the training half (minutes; one thread per task; "
+             "the paper's on its 2014 machine)")
+    )  # fmt: skip
+    figures = [
+        dict(name=f"fig8_{half}", kind="lines", table=f"fig8_{half}", x="k", panel="dataset",
+             xlabel="retained dimensions k", ylabel="relative MSE (%)", ylim=[0, 200],
+             panel_labels=NAMES, title=f"Fig. 8, {half} data (clipped at 200 %)")
+        for half in ("train", "test")
+    ]  # fmt: skip
+    # one script, two records (Fig. 8 with PCA, PPA and PPA-GD on all six sets; NLPCA over
+    # every k where its cost allows): the record is named by its file
+    return make_record(
+        os.path.splitext(os.path.basename(args.record))[0],
+        "Reconstruction error of PCA, PPA, PPA-GD and NLPCA on the six UCI data sets",
+        "Laparra et al. 2014, Sec. 5.3, Fig. 8 and Table 2",
+        recorded_command(__file__, argv),
+        seeds=seeds_of(specs, args.seed),
+        keys=["dataset", "seed", "method", "half", "k", "quantity"],
+        cells=fig8_cells(results, methods),
+        tables=tables,
+        figures=figures,
+        reduced=REDUCED,
+        volatile=["quantity=fit_seconds"],
+        digits=7,
+        run_seconds=elapsed,
     )
 
 

@@ -46,6 +46,7 @@ from ppa_dask.app.reports import (
     write_report,
     write_table,
 )
+from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 
 A, B = 2.0, 0.8
 NOISE_3D = (0.1, 0.3, 0.6)
@@ -78,6 +79,77 @@ def parse_args(argv=None):
     if args.n_helices_4d < 0 or args.n_samples < 100:
         parser.error("--n-helices-4d must be >= 0 and --n-samples >= 100")
     return args
+
+
+#: The paper's degrees of the first polynomial at the three noise levels (Fig. 5 caption).
+PAPER_DEGREES_3D = (12, 14, 12)
+#: Options of the test suite's smaller rerun of a saved record (a subset of its cells).
+REDUCED = ("--repeats", "1", "--n-helices-4d", "2")
+
+
+def helix_cells(results):
+    """One cell per draw and quantity: 3-D chi_1, chi_2 (median along the curve) and the
+    degree; 4-D the absolute relative errors of chi_1 and chi_2 and |chi_3| / chi_1."""
+    cells = []
+    for r in results:
+        dim, i, _ = r["tag"]
+        base = dict(dim=dim, noise=NOISE_3D[i] if dim == "3d" else RELATIVE_NOISE_4D[i],
+                    seed=r["seed"])  # fmt: skip
+        folds = bool(r["b"] / r["a"] < FOLD_RATIO)
+        if dim == "3d":
+            values = dict(chi1=(r["median"][0], r["theory"][0]),
+                          chi2=(r["median"][1], r["theory"][1]), degree=(r["degree"], None))  # fmt: skip
+        else:
+            values = dict(
+                chi1_relerr=(abs(r["median"][0] / r["theory"][0] - 1), 0.0),
+                chi2_relerr=(abs(r["median"][1] / r["theory"][1] - 1), 0.0),
+                chi3_over_chi1=(r["abs_median"][2] / r["median"][0] if r["median"][0] > 0
+                                else float("nan"), 0.0),
+            )  # fmt: skip
+        for quantity, (value, theory) in values.items():
+            cells.append(dict(base, quantity=quantity, value=float(value),
+                              theory=None if theory is None else float(theory), folds=folds))  # fmt: skip
+    return cells
+
+
+def make_helix_record(args, argv, specs, results, elapsed):
+    """The reproduction record of a run (Figs. 5 and 6)."""
+    theory = helix_curvatures(A, B)
+    paper = {
+        str(noise): dict(chi1=float(theory[0]), chi2=float(theory[1]), degree=deg)
+        for noise, deg in zip(NOISE_3D, PAPER_DEGREES_3D)
+    }
+    labels = dict(chi1="kappa = chi_1", chi2="tau = chi_2", degree="degree gamma_1",
+                  chi1_relerr="abs rel. error chi_1", chi2_relerr="abs rel. error chi_2",
+                  chi3_over_chi1="abs chi_3 / chi_1 (theory 0)")  # fmt: skip
+    fig6 = dict(value="value", rows=["noise"], column="quantity", over="seed", digits=3,
+                labels=labels, row_headers=["noise / a"])  # fmt: skip
+    tables = [
+        dict(name="fig5", title=f"Fig. 5: 3-D helix a = {A}, b = {B}, first PPA feature "
+             "(paper: the helix's own curvature and torsion, and its degrees)",
+             value="value", rows=["noise"], column="quantity", over="seed",
+             where=dict(dim="3d"), paper=paper, digits=3, labels=labels,
+             row_headers=["noise sd"]),
+        dict(fig6, name="fig6", where=dict(dim="4d"),
+             title="Fig. 6: 4-D rotated helices, a and b uniform in [0.1, 1]: errors against "
+             "theory (all helices)"),
+        dict(fig6, name="fig6_unfolded", where=dict(dim="4d", folds=False),
+             title=f"Fig. 6, helices with b / a >= {FOLD_RATIO} (not folding back over their "
+             "first axis)"),
+    ]  # fmt: skip
+    return make_record(
+        "ppa_helix",
+        "Curvatures of PPA's first curvilinear feature on 3-D and 4-D helices",
+        "Laparra et al. 2014, Sec. 5.2, Figs. 5-6",
+        recorded_command(__file__, argv),
+        seeds=seeds_of(specs, args.seed),
+        keys=["dim", "noise", "seed", "quantity"],
+        cells=helix_cells(results),
+        tables=tables,
+        figures=[dict(name="fig6", kind="bars", table="fig6", ylabel="error")],
+        reduced=REDUCED,
+        run_seconds=elapsed,
+    )
 
 
 def helix_4d_parameters(base_seed, index):
@@ -296,6 +368,8 @@ def main(argv=None):
             title="Fig. 6 summary: 4-D helices",
         )
 
+    if args.record:
+        write_record(args.record, make_helix_record(args, argv, specs, results, timer.elapsed))
     figures = [_figure5(out, res3)]
     if rows4:
         figures.append(_figure6(out, rows4))

@@ -52,6 +52,7 @@ from ppa_dask.app.reports import (
     write_report,
     write_table,
 )
+from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 
 CURVATURES = {"low": 0.5, "high": 1.5}
 GAP, NOISE = 0.4, 0.05
@@ -220,7 +221,60 @@ def main(argv=None):
             f"{row['curvature']:9.1f} {row['n_train']:7d}  "
             + "  ".join(f"{row[m]:11.3f}" for m in KNN_METRICS)
         )
+    if args.record:
+        write_record(args.record, make_knn_record(args, argv, specs, results, timer.elapsed))
     return dict(output=out, degrees=degrees, summary=summary, accuracy=acc, rows=rows)
+
+
+#: The numbers of neighbours the record's tables show (its cells hold every k of the run).
+TABLE_KS = (1, 7, 15)
+#: Options of the test suite's smaller rerun of a saved record (a subset of its cells).
+REDUCED = ("--repeats", "2", "--train-sizes", "10", "--ks", "1,7")
+
+
+def make_knn_record(args, argv, specs, results, elapsed):
+    """The reproduction record of a run: one cell per draw, k and metric (Fig. 4)."""
+    cells = [
+        dict(
+            level=s["level"],
+            n_train=r["n_train"],
+            k=k,
+            metric=metric,
+            seed=r["seed"],
+            degree=r["degree"],
+            accuracy=r["accuracy"][i, j],
+        )  # fmt: skip
+        for s, r in zip(specs, results)
+        for i, metric in enumerate(KNN_METRICS)
+        for j, k in enumerate(r["ks"])
+    ]
+    common = dict(value="accuracy", rows=["level", "n_train"], column="metric", over="seed",
+                  digits=3, labels=KNN_LABELS, row_headers=["curvature", "training size"])  # fmt: skip
+    tables = [
+        dict(common, name=f"fig4_k{k}", where=dict(k=k),
+             title=f"Fig. 4: k-NN test accuracy at k = {k} (curvature low 0.5, high 1.5)")
+        for k in args.ks
+        if k in TABLE_KS
+    ]  # fmt: skip
+    figures = [
+        dict(name=t["name"], kind="lines", table=t["name"], x="n_train", panel="level",
+             xlabel="training size", ylabel="test accuracy", panel_labels=dict(
+                 low="curvature 0.5", high="curvature 1.5"))
+        for t in tables if t["where"]["k"] in (1, 7)
+    ]  # fmt: skip
+    return make_record(
+        "ppa_metric_knn",
+        "k-NN in the Euclidean, Mahalanobis and PPA metrics on two noisy parabolas",
+        "Laparra et al. 2014, Sec. 5.1, Fig. 4",
+        recorded_command(__file__, argv),
+        seeds=seeds_of(specs, args.seed),
+        keys=["level", "n_train", "k", "metric", "seed"],
+        cells=cells,
+        tables=tables,
+        figures=figures,
+        reduced=REDUCED,
+        run_seconds=elapsed,
+    )
 
 
 def _figure4(out, acc, args):

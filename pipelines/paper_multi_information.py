@@ -64,6 +64,7 @@ from ppa_dask.app.reports import (
     write_report,
     write_table,
 )
+from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.datasets import load_paper_dataset
 from ppa_dask.information import RANK_RTOL, covariance_rank
 
@@ -353,7 +354,67 @@ def main(argv=None):
                 f"{row['ppa_gd']:7.2f}   {paper}"
             )
     print("\n" + verdict["text"])
+    if args.record:
+        write_record(args.record, make_table3_record(args, argv, specs, results, timer.elapsed))
+        print(f"record -> {args.record}")
     return dict(output=out, summary=summary, stats=stats, results=results, verdict=verdict)
+
+
+#: Options of the test suite's smaller rerun of a saved Table 3 (a subset of its cells).
+REDUCED = ("--repeats", "2", "--datasets", "vehicles,page_blocks")
+
+
+def make_table3_record(args, argv, specs, results, elapsed):
+    """The reproduction record of a run: one cell per split, method, half and estimator."""
+    cells = [
+        dict(
+            dataset=r["dataset"],
+            seed=r["seed"],
+            method=method,
+            half=half,
+            estimator=est,
+            delta_i=r["delta_i"][method][half][est],
+        )
+        for r in results
+        for method in METHODS
+        for half in HALVES
+        for est in args.estimators
+    ]
+    paper = {name: dict(zip(METHODS, PAPER_TABLE3[name])) for name in args.datasets}
+    common = dict(
+        value="delta_i", rows=["dataset"], column="method", over="seed", paper=paper,
+        digits=2, tolerance=TOLERANCE, labels=METHOD_LABELS, row_labels=NAMES,
+        row_headers=["data set"], range=True,
+    )  # fmt: skip
+    tables = [
+        dict(common, name="table3", where=dict(half="test", estimator=MAIN_ESTIMATOR),
+             title="Table 3: Delta I (bits/dim), held-out half, spacing estimator, "
+             "dequantised"),
+        dict(common, name="table3_train", where=dict(half="train", estimator=MAIN_ESTIMATOR),
+             title="Table 3 on the training half (spacing estimator, dequantised)"),
+    ]  # fmt: skip
+    figures = [dict(name="table3", kind="bars", table="table3", ylabel="Delta I (bits/dim)")]
+    if KDE_ESTIMATOR in args.estimators:
+        tables.append(
+            dict(common, name="table3_kde", where=dict(half="test", estimator=KDE_ESTIMATOR),
+                 title="Table 3 with the Gaussian KDE on the data as published, held-out half")
+        )  # fmt: skip
+        figures.append(
+            dict(name="table3_kde", kind="bars", table="table3_kde", ylabel="Delta I (bits/dim)")
+        )
+    return make_record(
+        "ppa_table3",
+        "Multi-information reduction of PCA, PPA and PPA-GD on the six UCI data sets",
+        "Laparra et al. 2014, Sec. 5.4, Table 3",
+        recorded_command(__file__, argv),
+        seeds=seeds_of(specs, args.seed),
+        keys=["dataset", "seed", "method", "half", "estimator"],
+        cells=cells,
+        tables=tables,
+        figures=figures,
+        reduced=REDUCED,
+        run_seconds=elapsed,
+    )
 
 
 def _block_rows(datasets, stats, est, facts):

@@ -43,6 +43,7 @@ from ppa_dask.app.reports import (
     write_report,
     write_table,
 )
+from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.datasets import PAPER_DATASETS
 
 #: input dimension pairs of the paper's first row (1-based, MagicGamma) and its 3-D view
@@ -64,6 +65,44 @@ def parse_args(argv=None):
     if args.repeats is None:
         args.repeats = 1 if args.quick else 5
     return args
+
+
+#: Options of the test suite's smaller rerun of a saved record (a subset of its cells).
+REDUCED = ("--repeats", "1")
+MANIFOLDS = ("curve", "surface", "volume")
+
+
+def make_surface_record(args, argv, specs, results, elapsed):
+    """The reproduction record of a run: per split, manifold and half the relative MSE."""
+    cells = [
+        dict(
+            dataset=r["dataset"],
+            seed=r["seed"],
+            manifold=name,
+            half=half,
+            relative_mse=r[f"{half}_relative"][j],
+        )  # fmt: skip
+        for r in results
+        for j, name in enumerate(MANIFOLDS[: r["train_relative"].shape[0]])
+        for half in ("train", "test")
+    ]
+    table = dict(name="fig7", value="relative_mse", rows=["manifold"], column="half",
+                 over="seed", digits=1, row_headers=["PPA's principal"],
+                 title=f"Fig. 7 ({args.dataset}): MSE of the projection on PPA's principal "
+                 "curve, surface and volume, % of PCA's line, plane and 3-space")  # fmt: skip
+    return make_record(
+        "ppa_principal_surfaces",
+        "Principal curves, surfaces and volumes of PPA against PCA's",
+        "Laparra et al. 2014, Sec. 5.3, Fig. 7",
+        recorded_command(__file__, argv),
+        seeds=seeds_of(specs, args.seed),
+        keys=["dataset", "seed", "manifold", "half"],
+        cells=cells,
+        tables=[table],
+        figures=[dict(name="fig7", kind="bars", table="fig7", ylabel="% of PCA's MSE")],
+        reduced=REDUCED,
+        run_seconds=elapsed,
+    )
 
 
 def input_views(d):
@@ -133,6 +172,8 @@ def main(argv=None):
         title=f"{args.dataset}: relative MSE (100 x MSE / MSE_PCA) of the "
         "projection on PPA's principal curve, surface and volume",
     )
+    if args.record:
+        write_record(args.record, make_surface_record(args, argv, specs, results, timer.elapsed))
     figure = _figure(out, args.dataset, results[0]["model"], args.seed)
     write_json(
         out,

@@ -57,6 +57,7 @@ __all__ = [
     "NLPCA_RESTARTS",
     "task_seed",
     "scaled_paper_dataset",
+    "scaled_columns",
     "paper_split",
     "fit_method",
     "reconstruction_mse",
@@ -128,6 +129,42 @@ def task_seed(base_seed, *keys):
 # --------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4)
+def _all_columns(name):
+    """Every attribute of a paper data set as published (Segmentation's 19), with names."""
+    kwargs = dict(all_features=True) if name == "segmentation" else {}
+    bunch = load_paper_dataset(name, return_X_y=False, **kwargs)
+    return np.asarray(bunch.data, dtype=np.float64), tuple(bunch.feature_names)
+
+
+def _scaled(X, what):
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    constant = np.flatnonzero(hi <= lo).tolist()
+    if constant:
+        raise ValueError(f"{what} has constant columns {constant}; cannot scale them")
+    X = (X - lo) / (hi - lo)
+    X.setflags(write=False)
+    return X
+
+
+@functools.lru_cache(maxsize=256)
+def scaled_columns(name, columns):
+    """The named attributes (a tuple, any of the published ones) of a paper data set, each
+    scaled to ``[0, 1]`` over all rows (read-only): the column-subset sweeps of Table 3.
+
+    Examples
+    --------
+    >>> X = scaled_columns("segmentation", ("RAWRED-MEAN", "RAWGREEN-MEAN"))
+    >>> X.shape, float(X.max())
+    ((2310, 2), 1.0)
+    """
+    X, names = _all_columns(name)
+    unknown = [c for c in columns if c not in names]
+    if unknown:
+        raise ValueError(f"data set {name!r} has no columns {unknown}; it has {list(names)}")
+    return _scaled(X[:, [names.index(c) for c in columns]], f"data set {name!r}")
+
+
 @functools.lru_cache(maxsize=16)
 def scaled_paper_dataset(name):
     """One of the paper's six data sets with every feature scaled to ``[0, 1]`` (read-only).
@@ -152,17 +189,10 @@ def scaled_paper_dataset(name):
     ((846, 18), 0.0, 1.0)
     """
     X, _ = load_paper_dataset(name)
-    X = np.asarray(X, dtype=np.float64)
-    lo, hi = X.min(axis=0), X.max(axis=0)
-    constant = np.flatnonzero(hi <= lo).tolist()
-    if constant:
-        raise ValueError(f"data set {name!r} has constant columns {constant}; cannot scale them")
-    X = (X - lo) / (hi - lo)
-    X.setflags(write=False)
-    return X
+    return _scaled(np.asarray(X, dtype=np.float64), f"data set {name!r}")
 
 
-def paper_split(name, seed, max_samples=None):
+def paper_split(name, seed, max_samples=None, columns=None):
     """Random half/half train-test split of a scaled paper data set.
 
     Parameters
@@ -174,6 +204,8 @@ def paper_split(name, seed, max_samples=None):
     max_samples : int or None
         Use only this many rows (a random subset, drawn from the same permutation) before
         halving; None uses all.
+    columns : tuple of str or None
+        These published attributes (:func:`scaled_columns`) instead of the paper's set.
 
     Returns
     -------
@@ -186,7 +218,7 @@ def paper_split(name, seed, max_samples=None):
     >>> train.shape, test.shape
     ((423, 18), (423, 18))
     """
-    X = scaled_paper_dataset(name)
+    X = scaled_paper_dataset(name) if columns is None else scaled_columns(name, tuple(columns))
     order = np.random.default_rng(seed).permutation(X.shape[0])
     if max_samples is not None:
         if int(max_samples) < 4:
@@ -325,7 +357,9 @@ def dimensionality_reduction_task(spec):
         dict with ``train_mse`` and ``test_mse`` (arrays of length ``d``, ``k = 0 .. d - 1``
         components; NaN beyond NLPCA's units), ``fit_seconds``, ``degrees`` and ``n_passes``
         (PPA only, else None), and ``n_iter`` and ``converged`` (NLPCA's L-BFGS iterations
-        and whether it reached ``tol``; None for the others).
+        and whether it reached ``tol``; None for the others); PPA-GD's also ``gd_start`` and
+        ``gd_angle`` (per step: the objective at the leading eigenvector the descent starts
+        from, and the angle in radians it moved, ``gd_history_``).
 
     Examples
     --------
@@ -365,6 +399,13 @@ def dimensionality_reduction_task(spec):
             n_iter=int(model.n_iter_) if is_nlpca else None,
             converged=bool(model.converged_) if is_nlpca else None,
         )
+        if method == "ppa_gd":
+            # each step's objective at its start (the leading eigenvector of the residual the
+            # earlier steps left) and where the descent took it: where PPA-GD's error exceeds
+            # PCA's, these say whether the step or the steps before it put it there
+            history = model.gd_history_
+            out[method]["gd_start"] = np.array([h["objective_start"] for h in history])
+            out[method]["gd_angle"] = np.array([h["angle"] for h in history])
         if method == "ppa":
             out["rank"] = int(model.rank_)
     return out
@@ -385,6 +426,8 @@ def multi_information_task(spec):
     an equal-width histogram with the Miller-Madow correction; ``"kde"`` adds a Gaussian KDE).
     Ties (integer-valued features) are dequantised identically on both sides (seeded by
     ``spec["seed"]``), except for the estimators in ``spec["no_dequantize"]`` (default ``()``).
+    ``spec["columns"]`` (optional) takes those published attributes instead of the paper's set
+    (:func:`paper_split`).
     The rank of each half (:func:`ppa_dask.information.covariance_rank`) is returned instead of
     warning per estimate: below the dimension, every ``Delta I`` of the split is an estimator
     floor of an infinite reduction, and the pipeline reports it once per data set.
@@ -402,7 +445,9 @@ def multi_information_task(spec):
     >>> sorted(out["delta_i"]["pca"])
     ['test', 'train']
     """
-    train, test = paper_split(spec["dataset"], spec["seed"], spec.get("max_samples"))
+    train, test = paper_split(
+        spec["dataset"], spec["seed"], spec.get("max_samples"), spec.get("columns")
+    )
     estimators = tuple(spec.get("estimators", ("auto", "histogram")))
     no_dequantize = tuple(spec.get("no_dequantize", ()))
     if "nlpca" in spec.get("methods", METHODS):

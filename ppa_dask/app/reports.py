@@ -44,6 +44,7 @@ import numpy as np
 
 from ppa_dask import datasets
 from ppa_dask.app.cluster import dashboard_link, local_client
+from ppa_dask.app.reproductions import add_record_option
 from ppa_dask.datasets import PAPER_DATASETS
 from ppa_dask.utils.fanout import run_tasks
 from ppa_dask.utils.seeds import child_seed
@@ -159,6 +160,7 @@ def base_parser(description, default_output):
         help="Dask worker processes of the local cluster, one thread each; "
         "0 runs the tasks in this process (default: 2)",
     )
+    add_record_option(parser)
     return parser
 
 
@@ -240,6 +242,7 @@ def stability_parser(description, default_output):
         "--small", action="store_true", help="a small grid that finishes in a minute or two"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_record_option(p)
     return p
 
 
