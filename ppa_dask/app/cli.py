@@ -42,6 +42,7 @@ import json
 import math
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -69,6 +70,7 @@ from ppa_dask.store.results import is_remote, local_path
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.signals import EXIT_STATUS, Terminated, raising_signals
 from ppa_dask.utils.version import VERSION
+from ppa_dask.utils.warnings import NoDataWarning
 
 __all__ = ["main", "build_parser"]
 
@@ -384,6 +386,13 @@ def _degree_spec(text):
     return values[0] if len(values) == 1 else values
 
 
+def _nodata(text):
+    try:
+        return store.sources.parse_nodata(text, "--nodata")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--nodata ")) from None
+
+
 def _sfx(fmt):
     """The suffix of a format, from the one vocabulary (ppa_dask.store.sources)."""
     return store.sources.suffix(fmt)
@@ -399,6 +408,15 @@ def _add_input_options(p):
         "--columns",
         metavar="A,B,C",
         help="Parquet / CSV input: the feature columns (default: all; transform: the model's)",
+    )
+    p.add_argument(
+        "--nodata",
+        type=_nodata,
+        default=None,
+        metavar="VALUE|none",
+        help="cube input: the value marking missing pixels (a pixel any of whose bands equals "
+        "it is left out of the fit and NaN in every output band); 'none': no value, whatever "
+        "the file's tag says (default: the file's tag; transform: else the model's)",
     )
 
 
@@ -559,6 +577,7 @@ def run_fit(args, stream=None):
         variable=args.variable,
         feature_dim=args.feature_dim,
         columns=args.columns,
+        nodata=args.nodata,
         front="cli",
     )
     X, args.feature_dim = source.data, source.feature_dim
@@ -689,7 +708,11 @@ def _apply(args, stream, what):
                 if columns is None and what == "transform" and names_in is not None:
                     columns = list(names_in)  # the model's columns, by name
                 X = store.open_source(
-                    args.input, variable=args.variable, columns=columns, front="cli"
+                    args.input,
+                    variable=args.variable,
+                    columns=columns,
+                    nodata=args.nodata,
+                    front="cli",
                 ).data
                 if what == "transform":
                     k = model.n_components_ if args.components is None else args.components
@@ -712,13 +735,16 @@ def _apply(args, stream, what):
                 if what == "inverse" and variable is None:
                     # the components file 'transform' wrote (a GeoTIFF's bands are them)
                     variable = store.sources.components_variable(args.input)
-                data = store.open_source(
-                    args.input,
-                    variable=variable,
-                    feature_dim=dim,
-                    columns=args.columns,
-                    front="cli",
-                ).data
+                options = dict(
+                    variable=variable, feature_dim=dim, columns=args.columns, front="cli"
+                )
+                source = store.open_source(args.input, nodata=args.nodata, **options)
+                fitted_with = model.xarray_layout_.get("nodata")
+                declared = args.nodata is not None or source.nodata is not None
+                if what == "transform" and not declared and fitted_with is not None:
+                    # no --nodata and no tag in the file: the value the model was fitted with
+                    source = store.open_source(args.input, nodata=fitted_with, **options)
+                data = source.data
                 if what == "transform":
                     out = model.transform(data)
                     if args.components is not None:
@@ -849,6 +875,20 @@ def _error(message):
     return 2
 
 
+def _one_line_warnings(previous):
+    """``warnings.showwarning`` printing ppa-dask's no-data warning as one line on stderr
+    (``ppa-dask: warning: ...``), and every other warning as ``previous`` does."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, NoDataWarning):
+            text = " ".join(str(message).split())
+            print(f"{PROG}: warning: {text}", file=sys.stderr, flush=True)
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    return show
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit code (0 success, 2 bad arguments/input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -864,7 +904,8 @@ def main(argv=None) -> int:
     try:
         # Ctrl-C and SIGTERM (a batch job's time limit, scancel) unwind the command: jobs
         # cancelled, temporaries removed, nothing half-saved
-        with raising_signals(), faults.quiet_fault_tracebacks():
+        with raising_signals(), faults.quiet_fault_tracebacks(), warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings(warnings.showwarning)
             return int(args.func(args) or 0)
     except (CommandError, ValueError) as exc:
         # includes the pipeline, cluster-file and model-file errors (ValueError subclasses)

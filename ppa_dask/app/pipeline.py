@@ -119,11 +119,13 @@ from ppa_dask.app.plotting import robust_limits
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
 from ppa_dask.store.sources import fingerprint
+from ppa_dask.store.stacker import fill_warning
 from ppa_dask.utils.files import read_json_file, remove_path, write_json_atomic, write_text_atomic
 from ppa_dask.utils.params import AnyOf, Integer, Options, is_int
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.seeds import child_seed
 from ppa_dask.utils.version import VERSION
+from ppa_dask.utils.warnings import NoDataWarning, warn
 from ppa_dask.utils.yamlfile import YAMLFileError, read_yaml_file
 
 __all__ = [
@@ -302,7 +304,18 @@ def _columns_check(v):
 
 
 # the options of the file formats (ppa_dask.store.sources.FORMATS) as data keys
+def _nodata_check(v):
+    try:
+        return store.sources.parse_nodata(v)
+    except ValueError:
+        raise _Bad("a number (the value marking missing pixels), 'none' or null") from None
+
+
+_NODATA_FIELD = _Field(
+    "a number (the value marking missing pixels), 'none' or null", _nodata_check, None
+)
 _FILE_OPTIONS = {
+    "nodata": _NODATA_FIELD,
     "variable": _str_field(default=None, none=True, what="a variable name (string)"),
     "feature_dim": _str_field(what="the name of the feature dimension (string)"),
     "concat_dim": _str_field(default="time", what="the dimension a series of files spans"),
@@ -329,6 +342,7 @@ _DATA_BY_SOURCE = {
         "path": _str_field(what="a Zarr path or URL (string)"),
         "variable": _str_field(default=None, none=True, what="a variable name (string)"),
         "feature_dim": _str_field(what="the name of the feature dimension (string)"),
+        "nodata": _NODATA_FIELD,
     },
     "dataset": {
         "name": _str_field(what="a bundled data set name (string)"),
@@ -1217,6 +1231,7 @@ class Run:
                 feature_dim=feature_dim,
                 columns=data.get("columns"),
                 concat_dim=data.get("concat_dim", "time"),
+                nodata=data.get("nodata"),
                 format=fmt,
                 front="pipeline",
             )
@@ -1261,17 +1276,14 @@ class Run:
             return self._load_file(data, out)
         if source == "xarray":
             dim = data["feature_dim"]
-            cube = self._open_source(data, "zarr", dim).data
+            opened = self._open_source(data, "zarr", dim)
+            cube = opened.data
             self.log(f"  data: cube {dict(cube.sizes)} at {data['path']} (read in place)")
             _write_json_atomic(
                 self.path("load", "source.json"),
                 {"path": data["path"], "variable": data["variable"], "sizes": dict(cube.sizes)},
             )
-            return ["source.json"], {
-                "layout": "cube",
-                "feature_dim": dim,
-                "sizes": dict(cube.sizes),
-            }
+            return ["source.json"], self._cube_info(opened)
         if source == "make_cube":
             ds = datasets.make_cube(random_state=seed, path=out, **data["params"])
             cube = _cube_variable(ds, data["variable"], data["feature_dim"], "make_cube")
@@ -1363,23 +1375,38 @@ class Run:
             "reused": why is None,
         }
 
+    def _cube_info(self, opened):
+        """The load stage's record of a cube read in place, its no-data value among it; with
+        none declared, the no-data check of the fit (one read of the data), logged and warned
+        here since the fit sees the preprocessed cube."""
+        message = fill_warning(opened.data, opened.feature_dim)
+        if message is not None:
+            self.log(f"  warning: {message}")
+            warn(message, NoDataWarning)
+        elif opened.nodata is not None:
+            self.log(
+                f"  data: no-data value {opened.nodata:g} (pixels equal to it in any band left out)"
+            )
+        return {
+            "layout": "cube",
+            "feature_dim": opened.feature_dim,
+            "sizes": dict(opened.data.sizes),
+            "nodata": opened.nodata,
+        }
+
     def _load_file(self, data, out):
         """NetCDF / GeoTIFF cubes read in place; Parquet / CSV tables (the selected numeric
         columns, named) copied chunk by chunk to ``data.zarr`` (ppa_dask.store.sources)."""
         source = data["source"]
         opened = self._open_source(data, source, data.get("feature_dim"))
         if source in _FILE_CUBES:
-            cube, dim = opened.data, opened.feature_dim
+            cube = opened.data
             self.log(f"  data: {source} cube {dict(cube.sizes)} at {data['path']} (read in place)")
             _write_json_atomic(
                 self.path("load", "source.json"),
                 {"path": data["path"], "variable": cube.name, "sizes": dict(cube.sizes)},
             )
-            return ["source.json"], {
-                "layout": "cube",
-                "feature_dim": dim,
-                "sizes": dict(cube.sizes),
-            }
+            return ["source.json"], self._cube_info(opened)
         X, names = opened.data, opened.feature_names
         rows = max(min(data["chunk_rows"], X.shape[0]), 1)
         _write_table(X.rechunk((rows, -1)), out, attrs={"feature_names": names})
@@ -1567,6 +1594,9 @@ class Run:
                 f"  fit: {what} on the cube {dict(cube.sizes)}, features along "
                 f"{meta['feature_dim']!r} ({meta['n_valid']:,} valid samples)"
             )
+            # the no-data value the load stage applied, recorded by the model
+            load_info = (_read_marker(self.dir("load")) or {}).get("info") or {}
+            cube.encoding["ppa_dask_nodata"] = load_info.get("nodata")
             model.fit(
                 cube, feature_dim=meta["feature_dim"], nan_policy="drop_samples", progress=progress
             )

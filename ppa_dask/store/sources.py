@@ -103,7 +103,7 @@ FORMATS = {
         "NetCDF",
         (".nc", ".nc4", ".netcdf", ".cdf"),
         "a NetCDF file, a glob or a list of files (a series)",
-        ("variable", "feature_dim", "concat_dim"),
+        ("variable", "feature_dim", "concat_dim", "nodata"),
         lists=True,
     ),
     "geotiff": Format(
@@ -111,7 +111,7 @@ FORMATS = {
         "GeoTIFF",
         (".tif", ".tiff"),
         "a GeoTIFF file (string); its bands are the features",
-        (),
+        ("nodata",),
     ),
     "parquet": Format(
         "table",
@@ -246,14 +246,16 @@ def _open_netcdf(path, variable):
     import xarray as xr
 
     try:
-        ds = xr.open_dataset(path, engine="h5netcdf", chunks={})
+        # fill values are applied by the no-data rule (a pixel is missing in every band), not
+        # value by value: the variable is read as stored and unpacked here (_cf_values)
+        ds = xr.open_dataset(path, engine="h5netcdf", chunks={}, mask_and_scale=False)
     except Exception as exc:
         raise ValueError(f"cannot open {path!r} as NetCDF (h5netcdf engine): {exc}") from None
     cube = _pick_variable(ds, variable, repr(path))
     if cube.encoding.get("chunksizes") is None:
         # a contiguous variable has no storage chunks: Dask's automatic chunks read
         # hyperslabs of it instead of the whole variable in one task
-        ds = xr.open_dataset(path, engine="h5netcdf", chunks="auto")
+        ds = xr.open_dataset(path, engine="h5netcdf", chunks="auto", mask_and_scale=False)
         cube = ds[cube.name]
     return cube
 
@@ -273,6 +275,7 @@ def _open_series(paths, variable, concat_dim):
             compat="override",
             join="exact",
             parallel=False,
+            mask_and_scale=False,
         )
     except Exception as exc:
         raise ValueError(
@@ -303,8 +306,9 @@ def _open_geotiff(path, variable, feature_dim):
         )
     try:
         rows, cols = _geotiff_block(path)
+        # read as stored: the file's no-data tag is applied by the no-data rule (_apply_nodata)
         cube = rioxarray.open_rasterio(
-            path, chunks={BAND_DIM: -1, "y": rows, "x": cols}, masked=True
+            path, chunks={BAND_DIM: -1, "y": rows, "x": cols}, masked=False
         )
     except Exception as exc:
         raise ValueError(f"cannot open {path!r} as a GeoTIFF (rasterio): {exc}") from None
@@ -329,7 +333,7 @@ def _open_geotiff(path, variable, feature_dim):
     return cube
 
 
-def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time"):
+def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time", nodata=None):
     """Open a NetCDF file, a GeoTIFF or a series of NetCDF files as a lazy DataArray.
 
     Parameters
@@ -347,14 +351,24 @@ def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time"):
     concat_dim : str, default="time"
         A series: the dimension the files are concatenated along, in the order given (a glob
         sorted by name).
+    nodata : float, "none" or None, default=None
+        The value marking missing pixels: a pixel any of whose features (bands) equals it is
+        missing as a whole, NaN in every band (left out of a fit, NaN in every output band).
+        None: the file's own tag (a GeoTIFF's no-data value, a NetCDF variable's
+        ``_FillValue`` / ``missing_value``), if it has one; ``"none"``: no value is missing,
+        whatever the file says. The value applied is ``cube.encoding["ppa_dask_nodata"]``,
+        and a model fitted on the cube records it. With nothing declared, a fit warns
+        (:class:`~ppa_dask.utils.warnings.NoDataWarning`) when a fill-like value (0, or the
+        dtype's minimum or maximum) fills at least 1 % of the samples in every band.
 
     Returns
     -------
     cube : xarray.DataArray
         Dask-backed, one chunk per storage chunk of the file (HDF5 chunks, GeoTIFF tiles or
         strips, at least one chunk per file of a series); nothing but metadata is read. A
-        GeoTIFF keeps its CRS and transform (``cube.rio.crs``, ``cube.rio.transform()``) and its
-        nodata pixels are NaN (left out of a fit, NaN in the component images).
+        GeoTIFF keeps its CRS and transform (``cube.rio.crs``, ``cube.rio.transform()``); its
+        missing pixels (``nodata``) are NaN in every band. NetCDF values are unpacked
+        (``scale_factor``, ``add_offset``).
 
     Raises
     ------
@@ -380,6 +394,7 @@ def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time"):
     >>> comps.dims
     ('component', 'y', 'x')
     """
+    nodata = parse_nodata(nodata)
     if isinstance(path, (list, tuple)) or _is_glob(path):
         paths = expand_paths(path)
         fmt = file_format(paths)
@@ -397,7 +412,9 @@ def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time"):
         (path,) = expand_paths(path)
         fmt = file_format(path)
         if fmt == "geotiff":
-            return _open_geotiff(path, variable, feature_dim)
+            cube = _open_geotiff(path, variable, feature_dim)
+            fdim = BAND_DIM if feature_dim is None else feature_dim
+            return _apply_nodata(cube, fdim, nodata, cube.rio.nodata)
         if fmt != "netcdf":
             raise ValueError(
                 f"{path!r}: open_cube reads NetCDF (.nc, .nc4, .cdf) and GeoTIFF (.tif, .tiff) "
@@ -410,8 +427,114 @@ def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time"):
             f"feature_dim {feature_dim!r} is not a dimension of {cube.name!r} in {where} "
             f"(dimensions: {', '.join(map(str, cube.dims))})"
         )
-    return cube
+    return _cf_values(cube, feature_dim, nodata)
 
+
+#: ``nodata="none"``: no value is missing, whatever the file's tag says.
+NO_NODATA = "none"
+#: The share of the samples a fill-like value must fill in every band to be warned about.
+FILL_WARN_FRACTION = 0.01
+
+
+def parse_nodata(value, where="nodata"):
+    """A no-data setting as given (a number, a numeric string, ``"none"`` or None) checked:
+    a finite float, :data:`NO_NODATA` or None.
+
+    Examples
+    --------
+    >>> parse_nodata("0"), parse_nodata(-9999), parse_nodata("None"), parse_nodata(None)
+    (0.0, -9999.0, 'none', None)
+    """
+    import numbers
+
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value.strip().lower() == NO_NODATA:
+            return NO_NODATA
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        number = None
+    if number is None or not np.isfinite(number):
+        raise ValueError(
+            f"{where} must be a finite number (the value marking missing pixels) or 'none', "
+            f"got {value!r}"
+        )
+    return number
+
+
+def fill_candidates(dtype):
+    """The fill-like values of a dtype: 0, and its minimum and maximum.
+
+    Examples
+    --------
+    >>> fill_candidates(np.uint16), fill_candidates(np.int8)
+    ([0.0, 65535.0], [0.0, -128.0, 127.0])
+    """
+    dtype = np.dtype(dtype)
+    info = (
+        np.iinfo(dtype) if dtype.kind in "iu" else np.finfo(dtype) if dtype.kind == "f" else None
+    )
+    values = [0.0] + ([] if info is None else [float(info.min), float(info.max)])
+    return list(dict.fromkeys(values))
+
+
+def _first(value):
+    if value is None:
+        return None
+    value = np.asarray(value).ravel()
+    return float(value[0]) if value.size else None
+
+
+def _apply_nodata(cube, feature_dim, nodata, tag):
+    """The cube with the no-data rule applied: ``nodata`` (parsed), else the file's ``tag``;
+    records the value applied (``encoding["ppa_dask_nodata"]``), or, when nothing was
+    declared, the fill-like values a fit checks (``encoding["ppa_dask_fill_check"]``)."""
+    tag = _first(tag)
+    value = None if nodata == NO_NODATA else nodata if nodata is not None else tag
+    encoding = {**cube.encoding, "dtype": cube.encoding.get("dtype", cube.dtype)}
+    attrs = {k: v for k, v in cube.attrs.items() if k not in ("_FillValue", "missing_value")}
+    if value is None or np.isnan(value):
+        out = cube.copy()
+        if nodata is None and tag is None:
+            encoding["ppa_dask_fill_check"] = fill_candidates(cube.dtype)
+        value = None
+    else:
+        equal = cube == value
+        missing = equal.any(feature_dim) if feature_dim in cube.dims else equal
+        # integers become float64, as a fit of them without no-data makes them (the stacker)
+        values = cube if cube.dtype.kind == "f" else cube.astype(np.float64)
+        out = values.where(~missing)
+    out.attrs = attrs
+    out.encoding = {**encoding, "ppa_dask_nodata": value}
+    return out
+
+
+def _cf_values(cube, feature_dim, nodata):
+    """A NetCDF variable read as stored: the no-data rule on its stored values (its
+    ``_FillValue`` / ``missing_value`` the tag), then unpacked (``scale_factor``,
+    ``add_offset``)."""
+    attrs = cube.attrs
+    tag = attrs.get("_FillValue", attrs.get("missing_value"))
+    scale, offset = attrs.get("scale_factor"), attrs.get("add_offset")
+    out = _apply_nodata(cube, feature_dim, nodata, tag)
+    if scale is not None or offset is not None:
+        encoding = out.encoding
+        scale = 1.0 if scale is None else _first(scale)
+        offset = 0.0 if offset is None else _first(offset)
+        kind = np.result_type(attrs.get("scale_factor", attrs.get("add_offset")), np.float32)
+        out = (out.astype(kind) * scale + offset).astype(kind)
+        out.attrs = {k: v for k, v in attrs.items() if k not in _CF_PACKING}
+        out.encoding = encoding
+    return out
+
+
+_CF_PACKING = ("_FillValue", "missing_value", "scale_factor", "add_offset")
 
 # -------------------------------------------------------------------------------------------
 # tables
@@ -595,6 +718,13 @@ _MESSAGES = {
         "bool)",
         "python": "{where} holds dtype {dtype}; ppa-dask needs numbers (integer, float or bool)",
     },
+    "nodata_table": {
+        "cli": "--nodata applies to cubes (NetCDF, GeoTIFF, Zarr datasets), not to the table "
+        "{path!r}",
+        "python": "nodata= applies to cubes (NetCDF, GeoTIFF, Zarr datasets), not to the table "
+        "{path!r}",
+        "pipeline": "applies to cubes (NetCDF, GeoTIFF, Zarr datasets), not to the table {path!r}",
+    },
     "zarr_plain_array": {
         "cli": "--feature-dim {feature_dim!r} needs an xarray dataset (a Zarr group whose "
         "variables have named dimensions), but {path!r} is a plain Zarr array: drop "
@@ -621,6 +751,10 @@ _MESSAGES = {
         "pipeline": "{feature_dim!r} is not a dimension of {path!r} (dimensions: {dims})",
     },
 }
+
+
+# the option names as each front-end spells them
+_SPELLED = {"nodata": {"python": "nodata", "cli": "--nodata", "pipeline": "data.nodata"}}
 
 
 class SourceError(ValueError):
@@ -725,6 +859,8 @@ class Source:
         A table's column names, a cube's feature labels; None when the input names none.
     variable : str or None
         The variable read (NetCDF, Zarr group), if any.
+    nodata : float or None
+        A cube's no-data value applied (declared, or the file's tag); None when none is.
     """
 
     data: object
@@ -734,6 +870,7 @@ class Source:
     feature_dim: str | None = None
     feature_names: list | None = None
     variable: str | None = None
+    nodata: float | None = None
 
     @property
     def files(self):
@@ -827,8 +964,10 @@ def _pick_zarr_variable(ds, path, variable, front):
     return ds[variable], variable
 
 
-def _zarr_source(path, variable, feature_dim, front):
+def _zarr_source(path, variable, feature_dim, front, nodata):
     if feature_dim is None:
+        if nodata is not None:
+            _fail("nodata_table", front, "nodata", path=path)
         X = open_zarr_input(path, variable=variable)
         where = f"{path!r}" + (f" variable {variable!r}" if variable else "")
         if X.ndim != 2 or hasattr(X, "dims"):
@@ -849,7 +988,17 @@ def _zarr_source(path, variable, feature_dim, front):
             path=path,
             dims=", ".join(map(str, cube.dims)),
         )
-    return Source(cube, "cube", ZARR, path, feature_dim, _labels(cube, feature_dim), variable)
+    cube = _apply_nodata(cube, feature_dim, nodata, cube.encoding.get("_FillValue"))
+    return Source(
+        cube,
+        "cube",
+        ZARR,
+        path,
+        feature_dim,
+        _labels(cube, feature_dim),
+        variable,
+        cube.encoding["ppa_dask_nodata"],
+    )
 
 
 def _labels(cube, feature_dim):
@@ -861,6 +1010,7 @@ def _labels(cube, feature_dim):
 def open_source(
     path,
     *,
+    nodata=None,
     variable=None,
     feature_dim=None,
     columns=None,
@@ -886,6 +1036,8 @@ def open_source(
         Parquet / CSV: the feature columns (default: all).
     concat_dim : str, default="time"
         A NetCDF series: the dimension the files are concatenated along.
+    nodata : float, "none" or None
+        A cube's no-data value (:func:`open_cube`); None: the file's own tag, if any.
     format : str, optional
         A name of :data:`FORMATS` or ``"zarr"``, instead of the path's suffix.
     front : {"python", "cli", "pipeline"}
@@ -915,18 +1067,30 @@ def open_source(
     if front not in FRONTS:
         raise ValueError(f"front must be one of {FRONTS}, got {front!r}")
     fmt = format or source_format(path)
+    nodata = parse_nodata(nodata, _SPELLED["nodata"][front])
     if fmt in TABLE_FORMATS:
         if feature_dim is not None:
             _fail("table_feature_dim", front, "feature_dim", path=path)
+        if nodata is not None:
+            _fail("nodata_table", front, "nodata", path=path)
         X, names = table_array(open_table(path, columns=columns))
         return Source(X, "table", fmt, path, feature_names=names)
     if columns is not None:
         _fail("columns_not_table", front, "columns", path=path)
     if fmt == ZARR:
-        return _zarr_source(path, variable, feature_dim, front)
+        return _zarr_source(path, variable, feature_dim, front, nodata)
     if fmt == "geotiff" and feature_dim is None:
         feature_dim = BAND_DIM
     if feature_dim is None:
         _fail("netcdf_feature_dim", front, "feature_dim", path=path)
-    cube = open_cube(path, variable, feature_dim, concat_dim=concat_dim)
-    return Source(cube, "cube", fmt, path, feature_dim, _labels(cube, feature_dim), cube.name)
+    cube = open_cube(path, variable, feature_dim, concat_dim=concat_dim, nodata=nodata)
+    return Source(
+        cube,
+        "cube",
+        fmt,
+        path,
+        feature_dim,
+        _labels(cube, feature_dim),
+        cube.name,
+        cube.encoding.get("ppa_dask_nodata"),
+    )

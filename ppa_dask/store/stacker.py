@@ -65,7 +65,9 @@ import warnings
 import numpy as np
 import xarray as xr
 
+from ppa_dask.store.sources import FILL_WARN_FRACTION
 from ppa_dask.utils.arrays import is_dask
+from ppa_dask.utils.warnings import NoDataWarning, warn
 
 __all__ = ["COMPONENT_DIM", "NAN_POLICIES", "Samples", "Stacker"]
 
@@ -239,8 +241,10 @@ def _scatter_features(block, kept_idx, n_features):
 # -------------------------------------------------------------------------------------------
 
 
-def _nan_counts(data2d):
-    """NaN count per sample (small unsigned ints) and per feature, in one read of the data."""
+def _nan_counts(data2d, fill_values=()):
+    """NaN count per sample (small unsigned ints) and per feature, and the count per feature
+    of each of ``fill_values`` (an array, ``(len(fill_values), features)``), in one read of
+    the data."""
     d = data2d.shape[1]
     dtype = np.uint8 if d < 2**8 else np.uint16 if d < 2**16 else np.uint32
     if is_dask(data2d):
@@ -248,9 +252,57 @@ def _nan_counts(data2d):
         import dask.array as da
 
         isnan = da.isnan(data2d)
-        return dask.compute(isnan.sum(axis=1, dtype=dtype), isnan.sum(axis=0, dtype=np.int64))
-    isnan = np.isnan(data2d)
-    return isnan.sum(axis=1, dtype=dtype), isnan.sum(axis=0, dtype=np.int64)
+        fills = [(data2d == v).sum(axis=0, dtype=np.int64) for v in fill_values]
+        per_sample, per_feature, *fills = dask.compute(
+            isnan.sum(axis=1, dtype=dtype), isnan.sum(axis=0, dtype=np.int64), *fills
+        )
+    else:
+        isnan = np.isnan(data2d)
+        per_sample, per_feature = isnan.sum(axis=1, dtype=dtype), isnan.sum(axis=0, dtype=np.int64)
+        fills = [(data2d == v).sum(axis=0, dtype=np.int64) for v in fill_values]
+    return per_sample, per_feature, np.asarray(fills, dtype=np.int64).reshape(-1, d)
+
+
+def _fill_warning(fill_values, fills, n, fdim, kept):
+    """The no-data warning for the fill-like value filling the largest share of the samples
+    in every kept feature, when that share is at least FILL_WARN_FRACTION; None otherwise."""
+    if not len(fill_values) or n == 0:
+        return None
+    share = fills[:, kept].min(axis=1) / n
+    best = int(np.argmax(share))
+    if share[best] < FILL_WARN_FRACTION:
+        return None
+    v = f"{fill_values[best]:g}"
+    return (
+        f"{v} fills {share[best]:.1%} of the samples in every {fdim} and no no-data value is "
+        f"declared: fill values fitted as data dominate the model; declare it with --nodata "
+        f"{v} (nodata={v} in Python, data.nodata: {v} in a pipeline), or --nodata none if "
+        "these are data"
+    )
+
+
+def fill_warning(cube, feature_dim):
+    """The no-data warning a fit of ``cube`` would issue, or None: one read of the data when
+    its reader listed fill-like values to check (nothing declared), none otherwise.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> cube = xr.DataArray(np.zeros((2, 10)), dims=("band", "x"))
+    >>> fill_warning(cube, "band") is None  # not read from a file: nothing to check
+    True
+    >>> cube.encoding["ppa_dask_fill_check"] = [0.0]
+    >>> fill_warning(cube, "band")[:43]
+    '0 fills 100.0% of the samples in every band'
+    """
+    values = cube.encoding.get("ppa_dask_fill_check") or []
+    if not values:
+        return None
+    A, fdim, _, _ = _as_feature_array(cube, feature_dim)
+    data2d = _stack(A, fdim)[0]
+    _, per_feature, fills = _nan_counts(data2d, values)
+    kept = np.flatnonzero(per_feature < data2d.shape[0])
+    return _fill_warning(values, fills, data2d.shape[0], fdim, kept)
 
 
 def _where(index, sample_dims, sample_shape, A):
@@ -509,11 +561,17 @@ class Stacker:
         labels = feature_coords.get(fdim, np.arange(d))
         labels = [_label(labels, i) for i in range(d)]
 
-        per_sample, per_feature = _nan_counts(data2d)
+        # a cube read from a file with no no-data value declared: the fill-like values its
+        # reader listed are counted in the same pass (ppa_dask.store.sources.open_cube)
+        fill_values = (X.encoding.get("ppa_dask_fill_check") or []) if kind != "Dataset" else []
+        per_sample, per_feature, fills = _nan_counts(data2d, fill_values)
         dropped = per_feature == n
         kept_idx = np.flatnonzero(~dropped)
         if kept_idx.size == 0:
             raise ValueError(f"every {fdim} is NaN in every sample: nothing to fit")
+        message = _fill_warning(fill_values, fills, n, fdim, kept_idx)
+        if message is not None:
+            warn(message, NoDataWarning)
         n_kept = kept_idx.size
         nan_kept = per_sample.astype(np.int64) - int(dropped.sum())
         valid = nan_kept == 0
@@ -559,6 +617,8 @@ class Stacker:
             "name": None if A.name is None or kind == "Dataset" else str(A.name),
             "variables": variables,
             "nan_summary": summary,
+            # the no-data value the cube's reader applied (None: none, or not read from a file)
+            "nodata": None if kind == "Dataset" else X.encoding.get("ppa_dask_nodata"),
         }
         return rows
 

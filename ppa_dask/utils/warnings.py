@@ -6,7 +6,7 @@ import inspect
 import os
 import warnings
 
-__all__ = ["RankDeficientWarning", "warn"]
+__all__ = ["RankDeficientWarning", "NoDataWarning", "warn"]
 
 
 class RankDeficientWarning(UserWarning):
@@ -28,6 +28,22 @@ class RankDeficientWarning(UserWarning):
     ...     model = PPA(degree=2, random_state=0).fit(np.hstack([X, X]))
     >>> model.rank_, [w.category.__name__ for w in caught]
     (2, ['RankDeficientWarning'])
+    """
+
+
+class NoDataWarning(UserWarning):
+    """A fill-like value may be no-data: nothing declares one, and the value (exactly 0, or
+    the dtype's minimum or maximum) fills at least 1 % of the samples in every band.
+
+    Issued once per fit of a cube read from a file (:func:`ppa_dask.store.open_cube`,
+    ``ppa-dask fit``, a pipeline's load stage) whose no-data value is neither declared
+    (``nodata=``, ``--nodata``, ``data.nodata``) nor tagged in the file: such pixels, fitted as
+    data, dominate the variance.
+
+    Examples
+    --------
+    >>> issubclass(NoDataWarning, UserWarning)
+    True
     """
 
 
