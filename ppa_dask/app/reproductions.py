@@ -21,7 +21,8 @@ are built from these records only. A record holds
 * ``figures``: what the documentation draws from the tables (:func:`draw_figure`).
 
 The page holds each rendered table between ``<!-- reproduction NAME TABLE -->`` and
-``<!-- end reproduction -->``; :func:`render_page` rewrites those blocks from the records
+``<!-- end reproduction -->`` (``TABLE`` = ``command``: the record's command, run time, date
+and versions); :func:`render_page` rewrites those blocks from the records
 (``python -m ppa_dask.app.reproductions docs/reproductions.md``) and :func:`stale_blocks` says
 which ones differ from them (a test), so the page's numbers are the files' numbers.
 
@@ -520,7 +521,26 @@ def render_table(record, name):
     return "\n".join(lines)
 
 
+#: The block name that renders a record's command, run time, date and versions.
+COMMAND_BLOCK = "command"
+
+
+def _command_text(record):
+    v = record["versions"]
+    packages = ", ".join(
+        f"{k} {v[k]}" for k in ("numpy", "scipy", "scikit-learn", "dask") if v.get(k)
+    )
+    return (
+        f"```bash\n{shlex.join(record['command'])}\n```\n\n"
+        f"Run {record['date'][:10]} in {record['run_seconds']:.0f} s on {record['machine']['cpus']} "
+        f"CPUs (Python {v['python']}, ppa-dask {v['ppa-dask']}, {packages}); "
+        f"{len(record['seeds'])} seeds, in `results/{record['experiment']}.json`.\n"
+    )
+
+
 def _block_text(record, table_name):
+    if table_name == COMMAND_BLOCK:
+        return _command_text(record)
     table = _table(record, table_name)
     minutes = record["run_seconds"] / 60
     head = (
