@@ -125,6 +125,30 @@ class Fixtures(dict):
         )
         return path
 
+    def make_huge_generated(self):
+        path = self.root / "huge.yaml"
+        path.write_text(
+            "pipeline: 1\nname: huge\n"
+            "data: {source: generated, n_samples: 100000000000, n_features: 6}\n"
+        )
+        return path
+
+    def make_huge_degree(self):
+        path = self.root / "degree.yaml"
+        path.write_text(
+            f"pipeline: 1\nname: degree\ndata: {{source: zarr, path: '{self['data']}'}}\n"
+            "model: {degree: [1, 2, 3000000]}\n"
+        )
+        return path
+
+    def make_extra_components(self):
+        path = self.root / "components.yaml"
+        path.write_text(
+            f"pipeline: 1\nname: components\ndata: {{source: zarr, path: '{self['data']}'}}\n"
+            "transform: {components: 9}\n"
+        )
+        return path
+
     # addresses ------------------------------------------------------------------------------
     def make_closed_port(self):
         s = socket.socket()

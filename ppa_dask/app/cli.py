@@ -64,7 +64,7 @@ from ppa_dask.app.demo import (
     CUBE_DEMO_PIXELS,
     DEMO_OUTPUT,
 )
-from ppa_dask.app.pipeline import Run, load_pipeline
+from ppa_dask.app.pipeline import Run, load_pipeline, too_many_components
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.store.results import is_remote, local_path
 from ppa_dask.utils.progress import Reporter
@@ -344,16 +344,21 @@ def run_run(args, stream=None):
     cluster_file = None if (args.cluster or args.scheduler) else config.get("cluster")
     if (args.cluster or cluster_file) and args.cluster != placement.LOCAL_CLUSTER:
         read_cluster_config(args.cluster or cluster_file)  # validated before anything runs
+    run = Run(config, output=args.output, stream=stream, force=args.force)
+    # sizes, degrees, folds and components against the data's metadata, before anything runs
+    warnings = run.check_data(where=args.pipeline)
     if args.check:
         import yaml
 
         print(yaml.safe_dump(config, sort_keys=False), end="", file=stream)
+        for warning in warnings:
+            print(f"{args.pipeline}: warning: {warning}", file=stream)
         print(f"{args.pipeline}: valid", file=stream)
         return 0
     _check_output_folder(args.output or config.get("output"), "--output")
     _check_report(args)
     progress = Reporter(stream)
-    run = Run(config, output=args.output, stream=stream, force=args.force, clock=progress.start)
+    run.clock = progress.start
     run.check_folder()  # a folder that is not ours is refused before a cluster starts
     args.run = run  # a fault's line names the stages it kept (faults.fault_line)
     _say_where(args, progress, *placement.pipeline_data_nbytes(config["data"]), cluster_file)
@@ -589,6 +594,13 @@ def run_fit(args, stream=None):
         random_state=args.seed,
         residual_cache=args.residual_cache,
     )
+    # the fit's own refusals of degrees, folds and components, before a cluster starts (a
+    # cube's samples are its other dimensions: an upper bound when NaN samples are dropped)
+    sizes = dict(X.sizes) if args.feature_dim else dict(enumerate(X.shape))
+    feature_key = args.feature_dim if args.feature_dim else 1
+    if feature_key in sizes:
+        n_features = sizes.pop(feature_key)
+        model.check_shape(math.prod(sizes.values()), n_features)
     progress = Reporter(stream)
     _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
     shape = dict(X.sizes) if args.feature_dim else f"{X.shape[0]:,} x {X.shape[1]}"
@@ -692,10 +704,11 @@ def _apply(args, stream, what):
     _check_report(args)
     model = _load_model_file(args.model)
     wanted = args.components if what == "transform" else None
-    if wanted is not None and wanted > model.n_components_:
-        raise CommandError(
-            f"--components {wanted}: MODEL '{args.model}' has {model.n_components_} components"
-        )
+    refusal = too_many_components(
+        "--components", wanted, model.n_components_, f"MODEL '{args.model}'"
+    )
+    if refusal is not None:
+        raise CommandError(refusal)
     progress = Reporter(stream)
     _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
     progress.say(f"ppa-dask {what} {args.input} with {args.model} -> {args.output}")

@@ -131,7 +131,9 @@ from ppa_dask.utils.yamlfile import YAMLFileError, read_yaml_file
 __all__ = [
     "PipelineError",
     "STAGES",
+    "check_pipeline_data",
     "load_pipeline",
+    "too_many_components",
     "validate_pipeline",
     "run_pipeline",
     "fingerprint",
@@ -730,6 +732,182 @@ def load_pipeline(path):
 
 
 # ---------------------------------------------------------------------------------------------
+# sizes and counts, checked against the data before the first stage
+# ---------------------------------------------------------------------------------------------
+
+#: A pass over chunks under this many bytes is mostly scheduling (a task costs milliseconds
+#: whatever its chunk holds) ...
+SMALL_CHUNK_BYTES = 2**20
+#: ... once there are more than this many of them (a hundred small chunks cost well under a
+#: second a pass; a small data set split in a few small chunks is not worth a word)
+FEW_CHUNKS = 100
+#: Past this many chunks a pass is mostly scheduling whatever their size.
+MANY_CHUNKS = 10**5
+#: The generators' peak memory as a multiple of the array they return (their temporaries;
+#: measured 2.3-2.9 for make_curved_manifold and make_helix with 6 and 60 features).
+GENERATOR_MEMORY_FACTOR = 3
+
+
+def too_many_components(key, wanted, available, model):
+    """The refusal of more components than a model has, or None: one sentence for the CLI's
+    ``--components`` and the pipeline's ``transform.components``.
+
+    Examples
+    --------
+    >>> too_many_components("--components", 99, 6, "MODEL 'm.zarr'")
+    "--components 99: MODEL 'm.zarr' has 6 components"
+    >>> too_many_components("--components", 3, 6, "MODEL 'm.zarr'") is None
+    True
+    """
+    if wanted is None or wanted <= available:
+        return None
+    return f"{key} {wanted}: {model} has {available} components"
+
+
+def _planned_data(config):
+    """What the fit will see, from the configuration and the inputs' metadata alone:
+    ``(n_rows, n_features, layout)`` with ``n_rows`` an upper bound (masked and held-out rows
+    leave later), or None when it cannot be known so (a CSV or Parquet table's rows, an input
+    that does not open: the load stage says why)."""
+    data = config["data"]
+    source = data.get("source")
+    try:
+        if source == "generated":
+            return int(data["n_samples"]), int(data["n_features"]), "table"
+        if source == "dataset":
+            X = getattr(datasets, f"load_{data['name']}")(return_X_y=True)[0]
+            return int(np.shape(X)[0]), int(np.shape(X)[1]), "table"
+        if source == "make_cube":
+            bound = inspect.signature(datasets.make_cube).bind_partial(**data["params"])
+            bound.apply_defaults()
+            a = bound.arguments
+            return int(a["ny"] * a["nx"] * (a["n_times"] or 1)), int(a["n_bands"]), "cube"
+        if source == "zarr":
+            shape = store.open_input(data["path"], variable=data.get("variable")).shape
+            return (int(shape[0]), int(shape[1]), "table") if len(shape) == 2 else None
+        if source == "xarray" or source in _FILE_CUBES:
+            fmt = "zarr" if source == "xarray" else source
+            cube = store.open_source(
+                data["path"],
+                variable=data.get("variable"),
+                feature_dim=data.get("feature_dim"),
+                concat_dim=data.get("concat_dim", "time"),
+                format=fmt,
+                front="pipeline",
+            )
+            sizes = dict(cube.data.sizes)
+            d = sizes.pop(cube.feature_dim)
+            return int(math.prod(sizes.values())), int(d), "cube"
+    except Exception:  # noqa: BLE001 - not known from metadata; the load stage reports it
+        return None
+    return None
+
+
+def _suggested_chunk_rows(n, d):
+    """Rows per chunk for ``n x d`` float64 samples: the default, or more when that leaves
+    chunks under :data:`SMALL_CHUNK_BYTES` or a tenth of :data:`MANY_CHUNKS` chunks."""
+    rows = max(DEFAULT_CHUNK_ROWS, -(-SMALL_CHUNK_BYTES // (8 * d)), -(-n // (MANY_CHUNKS // 10)))
+    return min(rows, n)
+
+
+def _chunking_warning(n, d, chunk_rows):
+    from dask.utils import format_bytes
+
+    rows = max(min(chunk_rows, n), 1)
+    count, nbytes = -(-n // rows), rows * d * 8
+    if count <= MANY_CHUNKS and (nbytes >= SMALL_CHUNK_BYTES or count <= FEW_CHUNKS):
+        return None
+    better = _suggested_chunk_rows(n, d)
+    chunks = -(-n // better)
+    return (
+        f"data.chunk_rows {chunk_rows}: {n:,} x {d} samples in {count:,} chunks of "
+        f"{format_bytes(nbytes)}; a pass over them is mostly scheduling. chunk_rows: {better} "
+        f"gives {chunks:,} chunk{'s' if chunks > 1 else ''} of {format_bytes(better * d * 8)}"
+    )
+
+
+def check_pipeline_data(config, where="pipeline"):
+    """Check a validated configuration against its data before anything is written.
+
+    The sizes and counts the stages would fail on, or spend their time on, found from the
+    configuration and the inputs' metadata (:func:`_planned_data`): a ``generated`` data set
+    without ``data.path`` larger than this process can hold while generating it; the model's
+    degrees, folds and components against the data's shape, in the words of
+    :meth:`ppa_dask.PPA.check_shape` (the fit's own); ``transform.components`` against the
+    components the model will have, in the CLI's words (:func:`too_many_components`); and a
+    chunking under which a pass is mostly scheduling (chunks under :data:`SMALL_CHUNK_BYTES`
+    when there are more than :data:`FEW_CHUNKS` of them, or more than :data:`MANY_CHUNKS`).
+
+    Parameters
+    ----------
+    config : dict
+        From :func:`load_pipeline` or :func:`validate_pipeline`.
+    where : str
+        Name used in error messages (the file name).
+
+    Returns
+    -------
+    warnings : list of str
+        The chunking warning, with the chunking suggested instead (empty when none).
+
+    Raises
+    ------
+    PipelineError
+        For what the run would refuse later, or could not hold.
+
+    Examples
+    --------
+    >>> config = validate_pipeline({"name": "x", "data": {"source": "generated",
+    ...     "n_samples": 1000, "n_features": 6}, "transform": {"components": 99}})
+    >>> check_pipeline_data(config, "p.yaml")
+    Traceback (most recent call last):
+    ...
+    ppa_dask.app.pipeline.PipelineError: p.yaml: transform.components 99: the model (6 features,
+    model.n_components: null) has 6 components
+    """
+    data = config["data"]
+    if data.get("source") == "generated" and data.get("path") is None:
+        import psutil
+        from dask.utils import format_bytes
+
+        n, d = int(data["n_samples"]), int(data["n_features"])
+        need = n * d * 8 * GENERATOR_MEMORY_FACTOR
+        available = psutil.virtual_memory().available
+        if need > available:
+            raise PipelineError(
+                f"{where}: data.n_samples: {n:,} x {d} generated samples are "
+                f"{format_bytes(n * d * 8)} (float64), and generating them in this process "
+                f"takes about {GENERATOR_MEMORY_FACTOR} times that, more than its "
+                f"{format_bytes(available)} of available memory: set data.path to write them "
+                "blockwise to a Zarr store on the cluster, or ask for fewer samples"
+            )
+    planned = _planned_data(config)
+    if planned is None:
+        return []
+    n, d, layout = planned
+    params = dict(config["model"])
+    try:
+        available = PPA(random_state=config["seed"], **params).check_shape(n, d)
+    except (TypeError, ValueError) as exc:
+        raise PipelineError(
+            f"{where}: model: {exc} (the data: at most {n:,} samples x {d} features)"
+        ) from None
+    k = params.get("n_components")
+    refusal = too_many_components(
+        "transform.components",
+        config["transform"].get("components"),
+        available,
+        f"the model ({d} features, model.n_components: {'null' if k is None else k})",
+    )
+    if refusal is not None:
+        raise PipelineError(f"{where}: {refusal}")
+    if layout == "table":
+        warning = _chunking_warning(n, d, data["chunk_rows"])
+        return [] if warning is None else [warning]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
 # fingerprints and completion markers
 # ---------------------------------------------------------------------------------------------
 
@@ -976,6 +1154,7 @@ class Run:
         self.skipped = []
         self.log = None
         self.record = None  # the run folder's record (RUN_RECORD), once claimed
+        self.data_warnings = None  # check_pipeline_data's, once checked
 
     def dir(self, stage):
         return os.path.join(self.root, STAGE_DIRS[stage])
@@ -985,7 +1164,15 @@ class Run:
 
     # -- orchestration ---------------------------------------------------------------------
 
+    def check_data(self, where="pipeline"):
+        """:func:`check_pipeline_data` for this run, once (before its folder is created);
+        returns the warnings, which :meth:`execute` writes to the log."""
+        if self.data_warnings is None:
+            self.data_warnings = check_pipeline_data(self.config, where)
+        return self.data_warnings
+
     def execute(self):
+        warnings = self.check_data()
         note = self._claim_folder()
         try:
             self.log = Reporter(self.stream, os.path.join(self.root, "pipeline.log"), self.clock)
@@ -993,6 +1180,8 @@ class Run:
             self.log(f"pipeline {self.config['name']!r}: run folder {self.root}")
             if note:
                 self.log(f"  note: {note}")
+            for warning in warnings:
+                self.log(f"  warning: {warning}")
             _write_yaml(os.path.join(self.root, "pipeline.yaml"), self.config)
             for stage in STAGES:
                 self._stage(stage)
@@ -1621,7 +1810,11 @@ class Run:
 
     def _n_out(self, model):
         k = self.config["transform"]["components"]
-        return model.n_components_ if k is None else min(k, model.n_components_)
+        # checked before the first stage when the data's shape was known from metadata
+        refusal = too_many_components("transform.components", k, model.n_components_, "the model")
+        if refusal is not None:
+            raise PipelineError(refusal)
+        return model.n_components_ if k is None else k
 
     def _run_transform(self):
         model = self._model()
