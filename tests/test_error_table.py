@@ -96,6 +96,26 @@ class Fixtures(dict):
         path.write_text("\n".join(rows) + "\n")
         return path
 
+    def make_grids(self):
+        # two single-band GeoTIFFs one pixel apart: a glob of them is refused, naming both
+        import rasterio
+        from rasterio.transform import from_origin
+
+        for name, x0 in (("B2", 500000), ("B3", 500030)):
+            with rasterio.open(
+                self.root / f"grid_{name}.tif",
+                "w",
+                driver="GTiff",
+                width=8,
+                height=8,
+                count=1,
+                dtype="uint16",
+                crs="EPSG:32621",
+                transform=from_origin(x0, 4000000, 30, 30),
+            ) as dst:
+                dst.write(np.ones((1, 8, 8), np.uint16))
+        return self.root / "grid_B*.tif"
+
     def make_foreign(self):
         # a user's folder: not empty, not a run folder, one of its folders named like a stage
         path = self.root / "mine"

@@ -45,6 +45,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 
 import numpy as np
 
@@ -110,8 +111,10 @@ FORMATS = {
         "cube",
         "GeoTIFF",
         (".tif", ".tiff"),
-        "a GeoTIFF file (string); its bands are the features",
+        "a GeoTIFF file (its bands are the features), or a glob or list of single-band "
+        "files on one grid (one band per file)",
         ("nodata",),
+        lists=True,
     ),
     "parquet": Format(
         "table",
@@ -296,7 +299,7 @@ def _geotiff_block(path):
     return int(rows), int(cols)
 
 
-def _open_geotiff(path, variable, feature_dim):
+def _open_geotiff(path, variable, feature_dim, bands=None):
     import rioxarray
 
     if variable is not None:
@@ -317,6 +320,13 @@ def _open_geotiff(path, variable, feature_dim):
             f"{path!r} did not open as one (band, y, x) raster; a GeoTIFF with subdatasets is "
             "not supported"
         )
+    if bands is not None:
+        if cube.sizes[BAND_DIM] != bands:
+            raise ValueError(
+                f"{path!r} holds {cube.sizes[BAND_DIM]} bands; the files of a cube read one "
+                f"band per file hold {bands} each (several multi-band files are not one cube)"
+            )
+        return cube
     if feature_dim == "component":
         # a GeoTIFF of component images (written by write_cube): band i is component i
         return cube.rename({BAND_DIM: "component"})
@@ -396,17 +406,24 @@ def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time", nodat
     """
     nodata = parse_nodata(nodata)
     if isinstance(path, (list, tuple)) or _is_glob(path):
-        paths = expand_paths(path)
+        paths = _expand_bands(path)
         fmt = file_format(paths)
-        if fmt != "netcdf":
+        if fmt not in CUBE_FORMATS:
             raise ValueError(
-                f"a series of files is read from NetCDF files (.nc); got {paths[:3]}"
-                + (" ..." if len(paths) > 3 else "")
+                f"several files make one cube when they are all NetCDF (.nc) or all GeoTIFF "
+                f"(.tif) files; got {paths[:3]}" + (" ..." if len(paths) > 3 else "")
             )
-        cube = _open_series(paths, variable, concat_dim) if len(paths) > 1 else None
-        if cube is None:
-            cube = _open_netcdf(paths[0], variable)
-        where = f"{paths[0]!r}" + (f" ... ({len(paths)} files)" if len(paths) > 1 else "")
+        if len(paths) == 1:
+            return open_cube(paths[0], variable, feature_dim, nodata=nodata)
+        if fmt == "geotiff":
+            # one band per file (Landsat's ..._B2.TIF, ..._B3.TIF)
+            return _open_band_files(paths, fmt, variable, feature_dim or BAND_DIM, nodata)
+        if feature_dim is not None and _lacks(paths[0], variable, feature_dim):
+            # NetCDF files of one band each (no feature dimension in them): stacked along it
+            return _open_band_files(paths, fmt, variable, feature_dim, nodata)
+        paths = expand_paths(path)  # a series: in name order, as before
+        cube = _open_series(paths, variable, concat_dim)
+        where = f"{paths[0]!r}" + f" ... ({len(paths)} files)"
     else:
         path = os.fspath(path)
         (path,) = expand_paths(path)
@@ -428,6 +445,147 @@ def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time", nodat
             f"(dimensions: {', '.join(map(str, cube.dims))})"
         )
     return _cf_values(cube, feature_dim, nodata)
+
+
+# -------------------------------------------------------------------------------------------
+# one band per file
+# -------------------------------------------------------------------------------------------
+
+_SEPARATORS = re.compile(r"([_\-. ]+)")
+
+
+def _natural_key(path):
+    parts = re.split(r"(\d+)", os.path.basename(path))
+    return [int(p) if p.isdigit() else p.lower() for p in parts]
+
+
+def band_names(paths):
+    """Band names from what differs between file names (their suffixes dropped): the
+    differing tokens between separators (``_``, ``-``, ``.``, spaces) when every name has as
+    many, else what is left between the common start and end; ``1 .. n`` when the names are
+    the same.
+
+    Examples
+    --------
+    >>> band_names(["LC08_L1TP_B2.TIF", "LC08_L1TP_B3.TIF", "LC08_L1TP_B10.TIF"])
+    ['B2', 'B3', 'B10']
+    >>> band_names(["s2_blue_2020.nc", "s2_nir_2020.nc"])
+    ['blue', 'nir']
+    >>> band_names(["a/x.tif", "b/x.tif"])
+    ['1', '2']
+    """
+    stems = [os.path.splitext(os.path.basename(os.fspath(p)))[0] for p in paths]
+    tokens = [_SEPARATORS.split(s) for s in stems]
+    if len({len(t) for t in tokens}) == 1:
+        differ = [i for i in range(len(tokens[0])) if len({t[i] for t in tokens}) > 1]
+        if differ:
+            names = ["_".join(t[i] for i in differ) for t in tokens]
+            if len(set(names)) == len(names):
+                return names
+    start = os.path.commonprefix(stems)
+    end = os.path.commonprefix([s[len(start) :][::-1] for s in stems])[::-1]
+    names = [s[len(start) : len(s) - len(end)].strip("_-. ") for s in stems]
+    if all(names) and len(set(names)) == len(names):
+        return names
+    return [str(i + 1) for i in range(len(paths))]
+
+
+def _grid(cube):
+    """What must agree between the files of one cube: sizes, CRS, transform (GeoTIFF) or the
+    y / x coordinates (NetCDF)."""
+    grid = {"sizes": {d: int(n) for d, n in cube.sizes.items() if d != BAND_DIM}}
+    if "spatial_ref" in cube.coords:
+        grid["crs"] = str(cube.rio.crs)
+        grid["transform"] = tuple(round(float(v), 9) for v in cube.rio.transform())[:6]
+    else:
+        for d in cube.dims:
+            if d in cube.coords and cube[d].ndim == 1:
+                grid[d] = np.asarray(cube[d].values)
+    return grid
+
+
+def _same_grid(a, b):
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, np.ndarray):
+            if x.shape != y.shape or not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _describe(grid):
+    sizes = " x ".join(str(n) for n in grid["sizes"].values())
+    crs = f", {grid['crs']}" if "crs" in grid else ""
+    origin = (
+        f", origin ({grid['transform'][2]:g}, {grid['transform'][5]:g})"
+        if "transform" in grid
+        else ""
+    )
+    return f"{sizes}{crs}{origin}"
+
+
+def _open_band_file(path, fmt, variable, fdim):
+    """One file of a cube read one band per file: (2-D layer, its no-data tag)."""
+    if fmt == "geotiff":
+        layer = _open_geotiff(path, variable, None, bands=1)
+        return layer.squeeze(BAND_DIM, drop=True), layer.rio.nodata
+    layer = _open_netcdf(path, variable)
+    if fdim in layer.dims:
+        raise ValueError(
+            f"{path!r}: {layer.name!r} already has the feature dimension {fdim!r}; files read "
+            "one band each hold one band"
+        )
+    return layer, layer.attrs.get("_FillValue", layer.attrs.get("missing_value"))
+
+
+def _open_band_files(paths, fmt, variable, fdim, nodata):
+    """Single-band files on one grid as one cube whose ``fdim`` (``band``) is named from
+    what differs between the file names (:func:`band_names`)."""
+    import xarray as xr
+
+    layers, tags, first = [], [], None
+    for path in paths:
+        layer, tag = _open_band_file(path, fmt, variable, fdim)
+        grid = _grid(layer)
+        if first is None:
+            first = (path, grid)
+        elif not _same_grid(first[1], grid):
+            raise ValueError(
+                f"{first[0]!r} and {path!r} are not on one grid ({_describe(first[1])}; "
+                f"{_describe(grid)}): the files of one cube must share their grid"
+            )
+        layers.append(layer)
+        tags.append(_first(tag))
+    known = {("nan" if t != t else t) for t in tags}
+    if nodata is None and len(known) > 1:
+        raise ValueError(
+            f"the files {paths[0]!r} ... ({len(paths)} files) carry different no-data tags "
+            f"({', '.join(map(str, tags))}); declare the value with nodata= (--nodata)"
+        )
+    cube = xr.concat(layers, dim=fdim, coords="minimal", compat="override", join="override")
+    # fixed-width strings: what model files save (not pandas' or numpy's variable-width ones)
+    cube = cube.assign_coords({fdim: np.asarray(band_names(paths), dtype=str)})
+    cube = cube.chunk({fdim: -1})
+    cube.encoding = dict(layers[0].encoding)
+    cube.encoding["source"] = paths[0]
+    if fmt == "geotiff":
+        return _apply_nodata(cube, fdim, nodata, tags[0])
+    return _cf_values(cube, fdim, nodata)
+
+
+def _lacks(path, variable, dim):
+    """Whether the variable of the NetCDF file ``path`` lacks the dimension ``dim``."""
+    return dim not in _open_netcdf(path, variable).dims
+
+
+def _expand_bands(path):
+    """The files of a glob in natural order (B2 before B10), a list in its own order."""
+    paths = expand_paths(path)
+    return sorted(paths, key=_natural_key) if _is_glob(path) else paths
 
 
 #: ``nodata="none"``: no value is missing, whatever the file's tag says.
