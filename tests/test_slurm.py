@@ -402,3 +402,80 @@ def test_a_malformed_cluster_file_ends_with_one_line_before_any_job(
     assert _error_line(err).startswith(f"ppa-dask: error: {cluster}: ")
     assert expected in err
     assert _squeue(slurm, job_name) == []  # nothing was ever submitted
+
+
+# ---------------------------------------------------------------------------------------------
+# the driver itself as a batch job (cluster/slurm-driver.sh, as the batch guide shows it)
+# ---------------------------------------------------------------------------------------------
+
+DRIVER = os.path.join(ROOT, "cluster", "slurm-driver.sh")
+
+
+def _submit_driver(slurm, tmp_path, name, args):
+    """``sbatch cluster/slurm-driver.sh ARGS`` from ``tmp_path``; the driver's job id."""
+    done = subprocess.run(
+        ["sbatch", "--parsable", f"--job-name={name}-driver", DRIVER, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+        env=dict(_env(slurm), PPA_DASK_ENV=sys.prefix),
+        check=True,
+    )
+    return done.stdout.strip().split(";")[0]
+
+
+def _driver_log(tmp_path, job, text, timeout):
+    """The driver's log once it holds ``text`` (fails at the deadline)."""
+    path = tmp_path / f"ppa-dask-driver-{job}.out"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return path.read_text()
+        time.sleep(0.5)
+    pytest.fail(
+        f"no {text!r} in {path} within {timeout} s:\n"
+        + (path.read_text() if path.exists() else "(no log)")
+    )
+
+
+def test_the_driver_script_submitted_with_sbatch_runs_the_fit(slurm, job_name, data, tmp_path):
+    path, reference, X = data
+    # the driver takes one of the node's 2 cores, one worker job the other
+    cluster = _cluster_file(tmp_path, job_name, jobs=1)
+    model = str(tmp_path / "model.zarr")
+    job = _submit_driver(
+        slurm, tmp_path, job_name, ["fit", path, model, *FIT, "--cluster", cluster]
+    )
+    log = _driver_log(tmp_path, job, "saved ", 240)
+    assert f"ppa-dask driver: job {job} on " in log and "worker connected" in log
+    deadline = time.monotonic() + 60
+    while _alive(slurm, f"{job_name}-driver"):
+        assert time.monotonic() < deadline, "the driver job did not end"
+        time.sleep(0.5)
+    assert [s for j, s in _squeue(slurm, f"{job_name}-driver") if j == job] == ["COMPLETED"]
+    _same_model(model, reference, X)
+    assert _alive(slurm, job_name) == []
+
+
+def test_scancel_of_the_driver_cancels_its_workers_and_saves_nothing(
+    slurm, job_name, data, tmp_path
+):
+    path, _, _ = data
+    cluster = _cluster_file(tmp_path, job_name, jobs=1)
+    model = tmp_path / "model.zarr"
+    job = _submit_driver(
+        slurm, tmp_path, job_name, ["fit", path, str(model), *FIT, "--cluster", cluster]
+    )
+    # the worker is in (the fit starts only then) and the fit's passes run (2-3 s here)
+    _driver_log(tmp_path, job, "fitting PPA(", 240)
+    assert len(_alive(slurm, job_name)) == 1
+    sent = time.monotonic()
+    # what the driver's time limit does too: SIGTERM, then SIGKILL after KillWait (30 s)
+    subprocess.run(["scancel", job], env=_env(slurm), timeout=30, check=True)
+    log = _driver_log(tmp_path, job, "ppa-dask: terminated (SIGTERM): stopped, nothing saved", 60)
+    while _alive(slurm, job_name) or _alive(slurm, f"{job_name}-driver"):
+        assert time.monotonic() - sent < 30, "jobs left after the driver's scancel"
+        time.sleep(0.2)
+    assert "Traceback" not in log
+    assert not model.exists()

@@ -83,7 +83,8 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
 MinJobAge=300
-KillWait=5
+# SLURM's default: a driver job gets 30 s from SIGTERM to SIGKILL to cancel its workers (4-5 s)
+KillWait=30
 Waittime=0
 SchedulerParameters=sched_interval=1
 DefMemPerCPU=1024

@@ -162,7 +162,7 @@ def check_jobqueue_options(options, where):
             if not isinstance(value, str):
                 raise ValueError(
                     f"{at}: expected a quoted time limit such as '02:00:00', got {_kind(value)} "
-                    "(YAML reads an unquoted 02:00:00 as a number)"
+                    "(YAML reads an unquoted time such as 2:00:00 as a number)"
                 )
             try:
                 walltime_seconds(value)
