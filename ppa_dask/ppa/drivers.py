@@ -31,7 +31,14 @@ import numpy as np
 
 from ppa_dask.ppa import kernels
 from ppa_dask.utils.blas import one_blas_thread
-from ppa_dask.utils.compute import compute, current_client, merge_as_tree, persist, tree_reduce
+from ppa_dask.utils.compute import (
+    compute,
+    current_client,
+    finish_tree,
+    partial_tree,
+    persist,
+    tree_reduce,
+)
 
 RESIDUAL_CACHES = ("auto", "persist", "checkpoint", "recompute")
 #: Steps gathered ahead per pass with ``lookahead="auto"`` where passes read the data: one pass
@@ -524,54 +531,193 @@ def unpack_moments(packed):
     return parts
 
 
-def _in_block_order(plan, results, n_blocks):
-    """Per-block results of a grouped pass (``results[g]`` lists group ``plan[g]``'s blocks'),
-    put back in global block order."""
-    out = [None] * n_blocks
-    for indices, values in zip(plan, results):
-        for i, value in zip(indices, values):
-            out[i] = value
-    return out
+class SourceReader:
+    """The part of a Dask array's graph that makes some of its blocks, run inside one task.
+
+    A grouped pass over the source (the first pass; every pass of ``"recompute"``) then costs
+    one task per group, not one per block plus the reads: each group's task carries the
+    tasks that make its blocks and runs them itself, one block at a time (a block's tasks in
+    dependency order, nothing kept between blocks), so a group holds one source block at a
+    time. What several groups share (a Zarr array's handle, an in-memory array's one key) or
+    what is already in worker memory (a persisted array's blocks) stays a key of the graph: the
+    task depends on it and receives it (``externals``), so a lost worker's group is recomputed
+    from the source like any task.
+
+    Built on the client with :meth:`for_groups`; None when the graph holds something this
+    does not run (the pass then keeps one task per block).
+    """
+
+    def __init__(self, blocks, nodes, external_keys):
+        self._blocks = blocks  # per block: its key, and its own tasks in dependency order
+        self._nodes = nodes
+        self.external_keys = external_keys
+
+    @classmethod
+    def for_groups(cls, X, plan):
+        """One reader per group of ``plan`` (block indices) of the row-chunked array ``X``,
+        or None."""
+        from dask.task_spec import DataNode, GraphNode
+
+        try:
+            from distributed import Future
+        except ImportError:  # pragma: no cover - distributed is a dependency
+            Future = ()
+        graph = dict(X.__dask_graph__())
+        keys = [k[0] for k in X.__dask_keys__()]
+        nodes, external = {}, set()
+        for key, value in graph.items():
+            if isinstance(value, Future):
+                external.add(key)  # in worker memory already
+            elif isinstance(value, GraphNode):
+                nodes[key] = value
+            elif isinstance(value, tuple) and value and callable(value[0]):
+                return None  # an old-style task tuple
+            else:
+                nodes[key] = DataNode(key, value)
+        owner = {}  # which group first needed a key; needed by two: external
+        orders = []
+        for g, group in enumerate(plan):
+            per_block = []
+            for i in group:
+                order, seen, stack = [], set(), [(keys[i], False)]
+                while stack:  # depth first, a key after its dependencies
+                    key, expanded = stack.pop()
+                    if expanded:
+                        order.append(key)
+                        continue
+                    if key in seen or key in external:
+                        continue
+                    seen.add(key)
+                    if owner.setdefault(key, g) != g:
+                        external.add(key)
+                        continue
+                    stack.append((key, True))
+                    stack.extend((d, False) for d in nodes[key].dependencies)
+                per_block.append((keys[i], order))
+            orders.append(per_block)
+        readers = []
+        for per_block in orders:
+            blocks = [(key, [k for k in order if k not in external]) for key, order in per_block]
+            mine = {k for _, order in blocks for k in order}
+            needed = set()
+            for key, order in per_block:
+                if key in external:
+                    needed.add(key)
+                for k in order:
+                    if k in mine:
+                        needed.update(d for d in nodes[k].dependencies if d in external)
+            readers.append(cls(blocks, {k: nodes[k] for k in mine}, sorted(needed, key=str)))
+        return readers
+
+    def blocks(self, externals):
+        """This group's blocks, one at a time, given the values of :attr:`external_keys`."""
+        given = dict(zip(self.external_keys, externals))
+        for key, order in self._blocks:
+            if key in given:
+                yield given[key]
+                continue
+            values = dict(given)
+            for k in order:
+                values[k] = self._nodes[k](values)
+            yield values[key]
 
 
-def _group_pass(held, starts, center, *args, keep, **kwargs):
-    """:func:`kernels.pass_kernel` over the blocks of a held group ``(blocks, moments)`` (or
-    ``(source blocks, None)``), one
-    block at a time: returns ``(residual blocks or None, [moments per block])``."""
+@dataclass(frozen=True)
+class CheckpointFiles:
+    """A group's checkpoint files (one ``.npy`` per block, in block order)."""
+
+    paths: tuple
+
+
+def _group_blocks(source, externals):
+    """A group's blocks, one at a time: read by its :class:`SourceReader`, read from its
+    :class:`CheckpointFiles`, or held (``(blocks, ...)``)."""
+    if isinstance(source, SourceReader):
+        return source.blocks(externals)
+    if isinstance(source, CheckpointFiles):
+        return (_read_checkpoint(p) for p in source.paths)
+    return source[0]
+
+
+def _group_tree(parts, tree):
+    """A group's per-block moments merged as far as the moment tree allows within the group
+    (:func:`utils.compute.partial_tree`), packed: ``(node ids, packed node values)``."""
+    indices, combine, split_every, n = tree
+    nodes = partial_tree(indices, parts, combine, split_every, n)
+    ids = list(nodes)
+    return ids, pack_moments([nodes[i] for i in ids])
+
+
+def _group_first(source, externals, *, rows, targets, keep, tree):
+    """:func:`kernels.first_moments` over a group's source blocks, one at a time; each block
+    is written to its checkpoint path (``targets``) or kept (``keep``, the held group).
+    Returns ``(kept blocks or None, merged moments)``."""
+    kept, parts = [], []
+    for i, block in enumerate(_group_blocks(source, externals)):
+        parts.append(kernels.first_moments(block, rows[i]))
+        if targets is not None:
+            _write_checkpoint(targets[i], block)
+        if keep:
+            kept.append(block)
+    return (tuple(kept) if keep else None), _group_tree(parts, tree)
+
+
+def _group_pass(source, externals, center, *args, starts, keep, tree, **kwargs):
+    """:func:`kernels.pass_kernel` over a group's blocks (held, or read from the source), one
+    block at a time: returns ``(residual blocks or None, merged moments)``."""
     residuals, moments = [], []
-    for block, start in zip(held[0], starts):
+    for block, start in zip(_group_blocks(source, externals), starts):
         residual, m = kernels.pass_kernel(block, start, center, *args, keep=keep, **kwargs)
         residuals.append(residual)
         moments.append(m)
-    return (tuple(residuals) if keep else None), pack_moments(moments)
+    return (tuple(residuals) if keep else None), _group_tree(moments, tree)
 
 
-def _group_checkpointed_pass(sources, targets, starts, center, *args, **kwargs):
+def _group_checkpointed_pass(files, externals, center, *args, targets, starts, tree, **kwargs):
     """:func:`_checkpointed_pass` over a group's checkpoint files, one block at a time (a task
-    holds one block): returns the moments per block."""
-    return pack_moments(
+    holds one block): returns the merged moments."""
+    return _group_tree(
         [
             _checkpointed_pass(source, target, start, center, *args, **kwargs)
-            for source, target, start in zip(sources, targets, starts)
-        ]
+            for source, target, start in zip(files.paths, targets, starts)
+        ],
+        tree,
     )
 
 
-def _group_objective(held, center, *args, **kwargs):
-    """:func:`kernels.objective_pass_kernel` over a held group's blocks, per block."""
-    return pack_moments(
-        [kernels.objective_pass_kernel(b, center, *args, **kwargs) for b in held[0]]
+def _group_objective(source, externals, center, *args, tree, **kwargs):
+    """:func:`kernels.objective_pass_kernel` over a group's blocks (held, read from the
+    source, or from checkpoint files), one at a time: the merged moments."""
+    blocks = _group_blocks(source, externals)
+    return _group_tree(
+        [kernels.objective_pass_kernel(b, center, *args, **kwargs) for b in blocks], tree
     )
 
 
-def _group_objective_checkpointed(paths, center, *args, **kwargs):
-    """:func:`kernels.objective_pass_kernel` over a group's checkpoint files, one at a time."""
-    return pack_moments(
-        [
-            kernels.objective_pass_kernel(_read_checkpoint(p), center, *args, **kwargs)
-            for p in paths
-        ]
-    )
+def _group_layer(name, func, sources, per_group, *args, dependencies=(), **kwargs):
+    """One task per group, ``func(sources[g], externals, *args, **per_group[g], **kwargs)``,
+    built as one graph layer (a Delayed per group): with one ``dask.delayed`` call per group
+    taking block-sized lists of Delayed objects, building a 4,096-block pass's graph took a
+    second on the client, most of it culling each block's graph again.
+
+    A source is a :class:`SourceReader` (its external keys become the task's dependencies), a
+    Delayed (a held group: the task receives its value) or plain data (checkpoint paths)."""
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+    from dask.task_spec import List, Task, TaskRef
+
+    keys = [(name, g) for g in range(len(sources))]
+    layer, deps = {}, list(dependencies)
+    for key, source, extra in zip(keys, sources, per_group):
+        externals = List()
+        if isinstance(source, SourceReader):
+            externals = List(*[TaskRef(k) for k in source.external_keys])
+        elif isinstance(source, Delayed):
+            deps.append(source)
+            source = TaskRef(source.key)
+        layer[key] = Task(key, func, source, externals, *args, **extra, **kwargs)
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
+    return [Delayed(key, graph, layer=name) for key in keys]
 
 
 class DaskDriver(Driver):
@@ -660,6 +806,7 @@ class DaskDriver(Driver):
         # _held_source) or the residual
         self._held = None
         self._held_source = False
+        self._source_readers = None  # SourceReader per group, or False: none can be built
 
     def group_plan(self):
         """The groups of block indices of this driver's grouped passes (fixed once made), or
@@ -686,19 +833,83 @@ class DaskDriver(Driver):
         threads = {w: int(info.get("nthreads", 1) or 1) for w, info in workers.items()}
         owners = None
         with contextlib.suppress(Exception):  # a source not in worker memory has no owners
-            # the first pass of a persisted fit keeps the blocks it read where it read them
-            where = client.who_has(self.source_blocks)
-            located = [sorted(where.get(b.key) or ()) for b in self.source_blocks]
-            if located and all(located):
-                owners = [w[0] for w in located]
+            from distributed import futures_of
+
+            # a persisted source: each group the blocks one worker holds, so none moves
+            futures = futures_of(self.X)
+            if futures:
+                where = client.who_has(futures)
+                keys = [k[0] for k in self.X.__dask_keys__()]
+                located = [sorted(where.get(k) or ()) for k in keys]
+                if located and all(located):
+                    owners = [w[0] for w in located]
         total = max(1, sum(threads.values()))
         return block_groups(n, total * GROUPS_PER_THREAD, owners, threads)
 
-    def _merge_groups(self, plan, results, combine):
-        """The groups' per-block results merged in the tree of global block indices."""
-        results = [unpack_moments(r) for r in results]
-        parts = _in_block_order(plan, results, len(self.starts))
-        return merge_as_tree(parts, combine, self.split_every)
+    def _readers(self):
+        """The :class:`SourceReader` of each group (None: the passes over the source keep one
+        task per block)."""
+        if self.groups is None:
+            return None
+        if self._source_readers is None:
+            readers = SourceReader.for_groups(self.X, self.group_plan())
+            self._source_readers = False if readers is None else readers
+        return self._source_readers or None
+
+    def _trees(self, combine):
+        """Each group's part of the moment tree: ``(its block indices, combine, split_every,
+        blocks)``."""
+        n = len(self.starts)
+        return [(g, combine, self.split_every, n) for g in self.group_plan()]
+
+    def _merge_groups(self, results, combine):
+        """The groups' merged moments (:func:`_group_tree`) completed into the tree of global
+        block indices: bit for bit the one-task-per-block pass's result."""
+        nodes = {}
+        for ids, packed in results:
+            nodes.update(zip(ids, unpack_moments(packed)))
+        return finish_tree(nodes, combine, self.split_every, len(self.starts))
+
+    def _run_groups(self, outs, keep):
+        """Compute a grouped pass's tasks (each ``(kept, moments)``): with ``keep`` each
+        group's kept blocks stay where they were computed and only the moments are split off
+        and gathered. Returns ``(held groups or None, moments per group)``."""
+        if keep:
+            kept = persist(*outs, *[o[1] for o in outs])
+            held, moments = list(kept[: len(outs)]), kept[len(outs) :]
+            client = current_client()
+            if client is None:
+                return held, compute(*moments)
+            from distributed import futures_of
+
+            # the moments' futures gathered directly: no second graph per pass
+            return held, client.gather([futures_of(m)[0] for m in moments])
+        return None, [o[1] for o in compute(*outs)]
+
+    def _grouped_first_pass(self, readers, rows, sample_index):
+        """:meth:`first_pass` with one task per group, each reading its own source blocks."""
+        plan = self.group_plan()
+        mode = self.residual_cache
+        targets = self._checkpoint_paths() if mode == "checkpoint" else None
+        name = task_keys("ppa-moments", 1, self.X.name, sample_index, targets, plan)[0][0]
+        per_group = [
+            dict(
+                rows=[rows[i] for i in g],
+                targets=None if targets is None else [targets[i] for i in g],
+                keep=mode == "persist",
+                tree=tree,
+            )
+            for g, tree in zip(plan, self._trees(kernels.combine_first_moments))
+        ]
+        outs = _group_layer(name, _group_first, readers, per_group, dependencies=[self.X])
+        # persist: the blocks read stay in worker memory, held by their group, for step 1's
+        # pass (the source is read once in all)
+        held, results = self._run_groups(outs, mode == "persist")
+        if held is not None:
+            self._held, self._held_source = held, True
+        if targets is not None:
+            self._residual, self._source_copy, self._reads = targets, True, 0
+        return self._merge_groups(results, kernels.combine_first_moments)
 
     def first_pass(self, sample_index):
         import dask
@@ -706,6 +917,9 @@ class DaskDriver(Driver):
         self.n_passes += 1
         stops = self.starts[1:] + [self.n_samples]
         rows = [local_rows(sample_index, a, b) for a, b in zip(self.starts, stops)]
+        readers = self._readers()
+        if readers is not None:
+            return self._grouped_first_pass(readers, rows, sample_index)
         if self.residual_cache == "checkpoint":
             # the blocks read go to disk as the first checkpoint, which step 1's pass reads (a
             # task with side effects: its key names the file it writes)
@@ -758,6 +972,20 @@ class DaskDriver(Driver):
             return self._residual, mean, ResidualFrame(), steps
         return self._residual, None, self._frame, steps[self._applied :]
 
+    def _group_sources(self, blocks):
+        """What each group of a grouped pass reads (held groups, :class:`CheckpointFiles`, or
+        :class:`SourceReader` of the source), or None: one task per block. ``blocks`` are the
+        pass's blocks from :meth:`_current`."""
+        if self._held is not None:
+            return self._held
+        if self.groups is None:
+            return None
+        if self._residual is not None and self.residual_cache == "checkpoint":
+            return [CheckpointFiles(tuple(blocks[i] for i in g)) for g in self.group_plan()]
+        if self._residual is None and self.source_blocks is self._source:
+            return self._readers()
+        return None
+
     def step_pass(self, mean, steps, spec, last=False):
         import dask
 
@@ -805,64 +1033,42 @@ class DaskDriver(Driver):
             targets,
             previous,
         )
-        grouped = self._held is not None or (
-            self.groups is not None
-            and (
-                (mode == "checkpoint" and self._residual is not None)
-                # step 1's pass on the source blocks the first pass kept in worker memory
-                or (mode == "persist" and self.source_blocks is not self._source)
-            )
-        )
-        if grouped:
-            plan = self.group_plan()
-            if mode == "persist" and self._held is None:
-                blocks = [([blocks[i] for i in g], None) for g in plan]
-            group_keys = task_keys(
-                f"ppa-step-{len(steps) + 1:02d}-pass", len(plan), keys[0][0], plan
-            )
-            options = dict(sub_block=self.block_rows, rotation=rotation, ahead=ahead)
-            if mode == "checkpoint":
-                task = dask.delayed(_group_checkpointed_pass, pure=False)
-                parts = [
-                    task(
-                        [blocks[i] for i in g],
-                        [targets[i] for i in g],
-                        [self.starts[i] for i in g],
-                        center,
-                        *args,
-                        keep=keep,
-                        **options,
-                        dask_key_name=key,
-                    )
-                    for g, key in zip(plan, group_keys)
+        sources, dependencies = self._group_sources(blocks), ()
+        if sources is not None and isinstance(sources[0], SourceReader):
+            dependencies = [self.X]
+        if sources is not None:
+            name = task_keys(f"ppa-step-{len(steps) + 1:02d}-pass", 1, keys[0][0])[0][0]
+            options = dict(sub_block=self.block_rows, rotation=rotation, ahead=ahead, keep=keep)
+            plan, trees = self.group_plan(), self._trees(kernels.combine_step_moments)
+            starts = [[self.starts[i] for i in g] for g in plan]
+            if mode == "checkpoint" and self._residual is not None:
+                per_group = [
+                    dict(targets=[targets[i] for i in g], starts=s, tree=t)
+                    for g, s, t in zip(plan, starts, trees)
                 ]
+                parts = _group_layer(
+                    name, _group_checkpointed_pass, sources, per_group, center, *args, **options
+                )
                 results = compute(*parts)
                 if keep:
                     self._residual = targets
             else:
-                task = dask.delayed(_group_pass, pure=True)
-                outs = [
-                    task(
-                        held,
-                        [self.starts[i] for i in g],
-                        center,
-                        *args,
-                        keep=keep,
-                        **options,
-                        dask_key_name=key,
-                    )
-                    for held, g, key in zip(blocks, plan, group_keys)
-                ]
-                if keep:
-                    # each group's residual stays where it was computed, beside its input;
-                    # only the moments are split off and gathered
-                    kept = persist(*outs, *[o[1] for o in outs])
-                    self._held, self._held_source = list(kept[: len(outs)]), False
-                    results = compute(*kept[len(outs) :])
-                else:
-                    results = [out[1] for out in compute(*outs)]
-                    self._held, self._held_source = None, False
-            total = self._merge_groups(plan, results, kernels.combine_step_moments)
+                per_group = [dict(starts=s, tree=t) for s, t in zip(starts, trees)]
+                outs = _group_layer(
+                    name,
+                    _group_pass,
+                    sources,
+                    per_group,
+                    center,
+                    *args,
+                    dependencies=dependencies,
+                    **options,
+                )
+                # with keep, each group's residual stays where it was computed, beside its
+                # input; only the moments are split off and gathered
+                self._held, results = self._run_groups(outs, keep)
+                self._held_source = False
+            total = self._merge_groups(results, kernels.combine_step_moments)
         elif mode == "checkpoint":
             chunk = dask.delayed(_checkpointed_pass, pure=False)
             parts = [
@@ -939,12 +1145,9 @@ class DaskDriver(Driver):
         # a read like a step pass's: a step of many objective passes then writes its checkpoint
         self._reads += 1
         blocks, center, frame, pending = self._current(mean, steps)
-        if self._held is not None or (
-            self._residual is not None
-            and self.residual_cache == "checkpoint"
-            and self.groups is not None
-        ):
-            return self._grouped_objective(blocks, center, frame, pending, mean, steps, spec)
+        sources = self._group_sources(blocks)
+        if sources is not None:
+            return self._grouped_objective(sources, center, frame, pending, mean, steps, spec)
         kernel = kernels.objective_pass_kernel
         if self._residual is not None and self.residual_cache == "checkpoint":
             read = dask.delayed(_read_checkpoint, pure=False)
@@ -986,43 +1189,37 @@ class DaskDriver(Driver):
         (total,) = compute(merged)
         return _objective_in_ambient(frame, total)
 
-    def _grouped_objective(self, blocks, center, frame, pending, mean, steps, spec):
-        """:meth:`objective_pass` with one task per group (held groups or checkpoint files)."""
-        import dask
-
-        plan = self.group_plan()
-        keys = task_keys(
+    def _grouped_objective(self, sources, center, frame, pending, mean, steps, spec):
+        """:meth:`objective_pass` with one task per group (:meth:`_group_sources`)."""
+        name = task_keys(
             f"ppa-step-{len(steps) + 1:02d}-objective",
-            len(plan),
+            1,
             self.X.name,
             mean,
             steps,
             spec,
             self.n_passes,
             self._checkpoint_root,
-            plan,
-        )
-        if self._held is not None:
-            task, inputs = dask.delayed(_group_objective, pure=True), blocks
-        else:
-            task = dask.delayed(_group_objective_checkpointed, pure=False)
-            inputs = [[blocks[i] for i in g] for g in plan]
+            self.group_plan(),
+        )[0][0]
+        dependencies = [self.X] if isinstance(sources[0], SourceReader) else ()
         pending, direction = frame.steps_into(pending), frame.into(spec.direction)
-        parts = [
-            task(
-                group,
-                center,
-                pending,
-                direction,
-                spec.offset,
-                spec.scale,
-                spec.max_degree,
-                sub_block=self.block_rows,
-                dask_key_name=key,
-            )
-            for group, key in zip(inputs, keys)
-        ]
-        total = self._merge_groups(plan, compute(*parts), kernels.combine_objective_moments)
+        per_group = [dict(tree=t) for t in self._trees(kernels.combine_objective_moments)]
+        parts = _group_layer(
+            name,
+            _group_objective,
+            sources,
+            per_group,
+            center,
+            pending,
+            direction,
+            spec.offset,
+            spec.scale,
+            spec.max_degree,
+            sub_block=self.block_rows,
+            dependencies=dependencies,
+        )
+        total = self._merge_groups(compute(*parts), kernels.combine_objective_moments)
         return _objective_in_ambient(frame, total)
 
     def close(self):

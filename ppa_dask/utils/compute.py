@@ -14,7 +14,9 @@ from ppa_dask.utils.blas import one_blas_thread
 __all__ = [
     "compute",
     "current_client",
+    "finish_tree",
     "merge_as_tree",
+    "partial_tree",
     "persist",
     "tree_reduce",
     "uses_local_scheduler",
@@ -85,6 +87,63 @@ def merge_as_tree(parts, combine, split_every):
     while len(parts) > 1:
         parts = [combine(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
     return parts[0]
+
+
+def _tree_counts(n, split_every):
+    """Nodes per level of :func:`merge_as_tree`'s tree over ``n`` parts (leaves first)."""
+    counts = [n]
+    while counts[-1] > 1:
+        counts.append(-(-counts[-1] // split_every))
+    return counts
+
+
+def partial_tree(indices, parts, combine, split_every, n):
+    """The nodes of :func:`merge_as_tree`'s tree over ``n`` parts that some of the parts
+    complete: ``{(level, j): value}``, each node as high as ``parts`` (the parts of global
+    indices ``indices``) reach, combined with the same children in the same order as the tree.
+
+    A task holding many parts merges them here, so it returns a few nodes instead of every
+    part; :func:`finish_tree` then completes the tree from every task's nodes, bit for bit
+    :func:`merge_as_tree` of all the parts, whichever parts each task held.
+
+    Examples
+    --------
+    >>> parts = [0.1 * i for i in range(20)]
+    >>> left = partial_tree(range(0, 11), parts[:11], sum, 8, 20)
+    >>> sorted(left)
+    [(0, 8), (0, 9), (0, 10), (1, 0)]
+    >>> right = partial_tree(range(11, 20), parts[11:], sum, 8, 20)
+    >>> finish_tree({**left, **right}, sum, 8, 20) == merge_as_tree(parts, sum, 8)
+    True
+    """
+    counts = _tree_counts(n, split_every)
+    level, done, k = dict(zip(indices, parts)), {}, 0
+    while level and k + 1 < len(counts):
+        above = {}
+        for j in sorted({i // split_every for i in level}):
+            children = range(j * split_every, min((j + 1) * split_every, counts[k]))
+            if all(c in level for c in children):
+                above[j] = combine([level.pop(c) for c in children])
+        done.update(((k, i), value) for i, value in level.items())
+        level, k = above, k + 1
+    done.update(((k, i), value) for i, value in level.items())
+    return done
+
+
+def finish_tree(nodes, combine, split_every, n):
+    """The root of :func:`merge_as_tree`'s tree over ``n`` parts from the nodes
+    :func:`partial_tree` returned (merged into one dict); see there for an example."""
+    counts = _tree_counts(n, split_every)
+
+    def node(k, j):
+        if (k, j) in nodes:
+            return nodes[(k, j)]
+        if k == 0:
+            raise KeyError(f"part {j} of {n} is in no group")
+        stop = min((j + 1) * split_every, counts[k - 1])
+        return combine([node(k - 1, c) for c in range(j * split_every, stop)])
+
+    return node(len(counts) - 1, 0)
 
 
 def uses_local_scheduler():
