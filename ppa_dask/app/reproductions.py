@@ -703,7 +703,11 @@ def draw_figure(record, name, path):
     labels = table.get("labels", {})
     rows = table_rows(record, spec["table"])
     columns = list(dict.fromkeys(r["column"] for r in rows))
-    colors = dict(zip(columns, ["0.45", "tab:red", "tab:blue", "tab:green", "tab:purple"]))
+    # one colour per method across every figure (PCA grey, PPA red, PPA-GD blue, NLPCA
+    # green), the rest in turn
+    fixed = {"pca": "0.45", "ppa": "tab:red", "ppa_gd": "tab:blue", "nlpca": "tab:green"}
+    spare = iter(["0.45", "tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange"])
+    colors = {c: fixed.get(str(c)) or next(spare) for c in columns}
     if spec["kind"] == "bars":
         groups = list(dict.fromkeys(r["label"] for r in rows))
         fig = Figure(figsize=(1.3 * len(groups) + 2.5, 3.6), layout="constrained")
