@@ -34,6 +34,7 @@ import paper_helix_geometry as helix  # noqa: E402
 import paper_metric_knn as knn  # noqa: E402
 import paper_multi_information as mi  # noqa: E402
 import paper_principal_surfaces as surfaces  # noqa: E402
+import paper_segmentation_subsets as segments  # noqa: E402
 
 from ppa_dask.app import reports as common  # noqa: E402
 from ppa_dask.app.experiments import (  # noqa: E402
@@ -205,6 +206,8 @@ def test_reduction_without_nlpca_keeps_the_three_methods(tmp_path):
         (dr, ["--nlpca-max-iter", "0"], "--nlpca-max-iter"),
         (dr, ["--nlpca-max-k", "-1"], "--nlpca-max-k"),
         (mi, ["--gd-max-iter", "-1"], "--gd-max-iter"),
+        (mi, ["--no-dequantize", "kde,spline"], "['spline']"),
+        (segments, ["--max-subsets", "0"], "--max-subsets"),
         (knn, ["--ks", "0,3"], "k >= 1"),
         (helix, ["--workers", "-2"], "--workers"),
         (surfaces, ["--dataset", "iris"], "iris"),
@@ -220,6 +223,8 @@ def test_bad_settings_are_refused_before_anything_runs(module, argv, named, tmp_
 def test_bad_task_input_names_the_problem():
     with pytest.raises(ValueError, match="iris"):
         paper_split("iris", seed=0)
+    with pytest.raises(ValueError, match="no columns \\['HUE'\\]"):
+        paper_split("segmentation", seed=0, columns=("HUE", "RAWRED-MEAN"))
     # NLPCA is one of the methods now; a name that is not still raises, naming itself
     model, _ = fit_method("nlpca", np.zeros((10, 3)), seed=0, nlpca_max_iter=5)
     assert isinstance(model, NLPCA)
