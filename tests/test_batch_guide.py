@@ -147,3 +147,40 @@ def test_the_driver_script_shown_is_the_repositorys():
     assert "#SBATCH --output=ppa-dask-driver-%j.out" in script
     assert "#SBATCH --cpus-per-task=1" in script
     assert re.search(r'^exec ppa-dask "\$@"$', script, re.M)
+
+
+def test_the_fault_tables_lines_are_the_ones_the_code_prints():
+    """Each line the table quotes, its variable parts (job ids, names, paths, numbers) aside,
+    is a line the package makes: its fixed pieces occur in order in one of its messages."""
+    import ast
+    import inspect
+
+    from ppa_dask.app import batchjobs, cli, cluster, faults
+
+    # the text of every string literal of those modules (f-strings' fixed parts included)
+    texts = []
+    for module in (batchjobs, cli, cluster, faults):
+        for node in ast.walk(ast.parse(inspect.getsource(module))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                texts.append(node.value)
+    source = "\n".join(texts)
+    table = [r for r in _section().splitlines() if r.startswith("| ") and "`" in r]
+    quoted = [q for row in table for q in re.findall(r"`([^`]*(?:job \d+|ppa-dask: )[^`]*)`", row)]
+    assert len(quoted) >= 8, quoted
+    for line in quoted:
+        for prefix in ("ppa-dask: error: my-slurm.yaml: ", "ppa-dask: error: ", "ppa-dask: "):
+            line = line.removeprefix(prefix)
+        if line.startswith("options."):
+            continue  # the malformed-file line: compared whole with the CLI's above
+        line = line.replace(" while fitting", ": ")  # what the command was doing (faults._doing)
+        line = re.sub(r"(log \S+): [^;]*", r"\1", line)  # the last lines of a job's log
+        # the variable parts: numbers, ids, names in parentheses, paths, quoted names, job states
+        # (and ': ', where a message is put together from several literals)
+        pieces = re.split(
+            r"\d+(?:\.\d+)?|\([^()]*\)|\S*/\S*|'[^']*'|\.\.\.|: | = |\b[A-Z][A-Z_]{3,}\b", line
+        )
+        pieces = [p.strip(" :;,.") for p in pieces]
+        pieces = [p for p in pieces if len(p) >= 6]
+        assert pieces, line
+        for piece in pieces:
+            assert piece in source, f"{piece!r} (from the guide's {line!r}) is in no message"
