@@ -192,3 +192,34 @@ def test_a_killed_workers_group_is_recomputed_with_the_same_model():
     assert killed
     for a, b in zip(arrays(disturbed), arrays(undisturbed)):
         assert np.array_equal(a, b)
+
+
+class GroupWorkers(SchedulerPlugin):
+    """The worker that computed each task of a pass, by pass name."""
+
+    def __init__(self, scheduler):
+        self.scheduler, self.where = scheduler, {}
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish == "memory" and isinstance(key, tuple) and str(key[0]).startswith("ppa-"):
+            workers = {w.address for w in self.scheduler.tasks[key].who_has}
+            self.where.setdefault(str(key[0]).rsplit("-", 1)[0], set()).update(workers)
+
+
+def test_the_groups_of_a_zarr_source_spread_over_the_workers(tmp_path):
+    # the groups share the Zarr array's handle; as a key of its own it drew every group to the
+    # worker holding it, so one worker ran the whole fit
+    path = str(tmp_path / "x.zarr")
+    datasets.write_zarr(path, 8_000, n_features=5, chunk_rows=500, random_state=0)
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster),
+    ):
+        plugin = GroupWorkers(cluster.scheduler)
+        cluster.scheduler.add_plugin(plugin)
+        model = PPA(degree=2, random_state=0).fit(da.from_zarr(path))
+    assert model.residual_cache_ == "persist"
+    assert len(plugin.where) == model.n_passes_, plugin.where
+    assert all(len(workers) == 2 for workers in plugin.where.values()), plugin.where

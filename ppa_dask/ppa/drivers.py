@@ -88,6 +88,9 @@ CHECKPOINT_COMPACT_WIDTH = 16
 # read only the disk or the page cache. The copy serves one pass more (step 1's, which would
 # otherwise read the source), so no more checkpoints are written than with two source reads
 CHECKPOINT_EVERY = 2
+#: Data in a source's graph up to this size (bytes) is copied into each group's task that needs
+#: it rather than shared as a key (docs/design.md section 3.11)
+SHARED_COPY_BYTES = 1 << 20
 #: Tasks of a grouped pass per thread of the cluster (docs/design.md section 3.11): a pass is
 #: then O(threads) tasks whatever the number of chunks
 GROUPS_PER_THREAD = 1
@@ -562,18 +565,24 @@ class SourceReader:
             from distributed import Future
         except ImportError:  # pragma: no cover - distributed is a dependency
             Future = ()
+        from dask.sizeof import sizeof
+
         graph = dict(X.__dask_graph__())
         keys = [k[0] for k in X.__dask_keys__()]
-        nodes, external = {}, set()
+        nodes, external, copied = {}, set(), set()
         for key, value in graph.items():
             if isinstance(value, Future):
                 external.add(key)  # in worker memory already
-            elif isinstance(value, GraphNode):
-                nodes[key] = value
-            elif isinstance(value, tuple) and value and callable(value[0]):
+                continue
+            if isinstance(value, tuple) and value and callable(value[0]):
                 return None  # an old-style task tuple
-            else:
-                nodes[key] = DataNode(key, value)
+            if not isinstance(value, GraphNode):
+                value = DataNode(key, value)
+            nodes[key] = value
+            if isinstance(value, DataNode) and sizeof(value.value) <= SHARED_COPY_BYTES:
+                # small data (a Zarr array's handle) is copied into every group that needs
+                # it: as a key of its own it would draw every group to the worker holding it
+                copied.add(key)
         owner = {}  # which group first needed a key; needed by two: external
         orders = []
         for g, group in enumerate(plan):
@@ -588,7 +597,7 @@ class SourceReader:
                     if key in seen or key in external:
                         continue
                     seen.add(key)
-                    if owner.setdefault(key, g) != g:
+                    if key not in copied and owner.setdefault(key, g) != g:
                         external.add(key)
                         continue
                     stack.append((key, True))
