@@ -116,6 +116,18 @@ class Fixtures(dict):
                 dst.write(np.ones((1, 8, 8), np.uint16))
         return self.root / "grid_B*.tif"
 
+    def make_bands_nc(self):
+        # a NetCDF file of bands as variables (blue, green) beside a scalar crs variable
+        import h5netcdf
+
+        path = self.root / "bands.nc"
+        with h5netcdf.File(path, "w") as f:
+            f.dimensions = {"y": 4, "x": 5}
+            for name in ("blue", "green"):
+                f.create_variable(name, ("y", "x"), np.uint16)[...] = np.ones((4, 5))
+            f.create_variable("crs", (), np.int32)
+        return path
+
     def make_foreign(self):
         # a user's folder: not empty, not a run folder, one of its folders named like a stage
         path = self.root / "mine"

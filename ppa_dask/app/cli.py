@@ -407,7 +407,9 @@ def _add_input_options(p):
     p.add_argument(
         "--variable",
         metavar="NAME",
-        help="the array (or xarray variable) inside a Zarr group, or the NetCDF variable",
+        help="the array (or xarray variable) inside a Zarr group, or the NetCDF variable; "
+        "a,b,c or 'all': variables sharing their dimensions stacked as the features (bands as "
+        "variables)",
     )
     p.add_argument(
         "--columns",
@@ -577,9 +579,11 @@ def run_fit(args, stream=None):
 
     _check_new_output(args.model, args.overwrite, "MODEL", {"INPUT": args.input})
     _check_report(args)
+    variable, variables = store.sources.variable_choice(args.variable)
     source = store.open_source(
         args.input,
-        variable=args.variable,
+        variable=variable,
+        variables=variables,
         feature_dim=args.feature_dim,
         columns=args.columns,
         nodata=args.nodata,
@@ -744,12 +748,26 @@ def _apply(args, stream, what):
                 shape = out.shape
             else:
                 dim = cube_dim if what == "transform" else "component"
-                variable = args.variable
+                variable, variables = store.sources.variable_choice(args.variable)
                 if what == "inverse" and variable is None:
                     # the components file 'transform' wrote (a GeoTIFF's bands are them)
                     variable = store.sources.components_variable(args.input)
+                stacked = model.xarray_layout_.get("feature_coords", {}).get(
+                    store.sources.VARIABLE_DIM
+                )
+                if (
+                    what == "transform"
+                    and dim == store.sources.VARIABLE_DIM
+                    and stacked is not None
+                ):
+                    # a model fitted on variables stacked as features: the same variables
+                    variables = list(map(str, stacked)) if variables is None else variables
                 options = dict(
-                    variable=variable, feature_dim=dim, columns=args.columns, front="cli"
+                    variable=variable,
+                    variables=variables,
+                    feature_dim=dim,
+                    columns=args.columns,
+                    front="cli",
                 )
                 source = store.open_source(args.input, nodata=args.nodata, **options)
                 fitted_with = model.xarray_layout_.get("nodata")

@@ -316,8 +316,22 @@ def _nodata_check(v):
 _NODATA_FIELD = _Field(
     "a number (the value marking missing pixels), 'none' or null", _nodata_check, None
 )
+
+
+def _variables_check(v):
+    if v is None or v == store.sources.ALL_VARIABLES:
+        return v
+    if isinstance(v, list) and v and all(isinstance(n, str) and n for n in v):
+        return list(v)
+    raise _Bad("null, 'all' or a non-empty list of variable names")
+
+
+_VARIABLES_FIELD = _Field(
+    "null, 'all' or a non-empty list of variable names", _variables_check, None
+)
 _FILE_OPTIONS = {
     "nodata": _NODATA_FIELD,
+    "variables": _VARIABLES_FIELD,
     "variable": _str_field(default=None, none=True, what="a variable name (string)"),
     "feature_dim": _str_field(what="the name of the feature dimension (string)"),
     "concat_dim": _str_field(default="time", what="the dimension a series of files spans"),
@@ -345,6 +359,7 @@ _DATA_BY_SOURCE = {
         "variable": _str_field(default=None, none=True, what="a variable name (string)"),
         "feature_dim": _str_field(what="the name of the feature dimension (string)"),
         "nodata": _NODATA_FIELD,
+        "variables": _VARIABLES_FIELD,
     },
     "dataset": {
         "name": _str_field(what="a bundled data set name (string)"),
@@ -494,6 +509,9 @@ def _check_data(raw, errors):
             )
         return {}
     fields = {**_DATA_COMMON, **_DATA_BY_SOURCE[source]}
+    if raw.get("variables") is not None and "feature_dim" in fields and "feature_dim" not in raw:
+        # variables stacked as the features: their dimension is 'variable'
+        raw = {**raw, "feature_dim": store.sources.VARIABLE_DIM}
     data = _check_section(raw, fields, "data", errors)
     if source == "dataset" and isinstance(data.get("name"), str):
         names = _dataset_names()
@@ -1417,6 +1435,7 @@ class Run:
             return store.open_source(
                 data["path"],
                 variable=data.get("variable"),
+                variables=data.get("variables"),
                 feature_dim=feature_dim,
                 columns=data.get("columns"),
                 concat_dim=data.get("concat_dim", "time"),

@@ -104,7 +104,7 @@ FORMATS = {
         "NetCDF",
         (".nc", ".nc4", ".netcdf", ".cdf"),
         "a NetCDF file, a glob or a list of files (a series)",
-        ("variable", "feature_dim", "concat_dim", "nodata"),
+        ("variable", "variables", "feature_dim", "concat_dim", "nodata"),
         lists=True,
     ),
     "geotiff": Format(
@@ -237,7 +237,9 @@ def _pick_variable(ds, variable, where):
     if variable is None:
         if len(names) != 1:
             raise ValueError(
-                f"{where} holds the variables {names}; choose one with variable= (--variable)"
+                f"{where} holds the variables {names}; choose one with variable= (--variable "
+                "NAME), or stack those sharing their dimensions as the features with variables= "
+                "(--variable a,b,c or --variable all)"
             )
         variable = names[0]
     if variable not in ds.data_vars:
@@ -245,25 +247,30 @@ def _pick_variable(ds, variable, where):
     return ds[variable]
 
 
-def _open_netcdf(path, variable):
+def _netcdf_dataset(path, chunks=None):
     import xarray as xr
 
     try:
         # fill values are applied by the no-data rule (a pixel is missing in every band), not
-        # value by value: the variable is read as stored and unpacked here (_cf_values)
-        ds = xr.open_dataset(path, engine="h5netcdf", chunks={}, mask_and_scale=False)
+        # value by value: the variables are read as stored and unpacked here (_cf_values)
+        return xr.open_dataset(
+            path, engine="h5netcdf", chunks={} if chunks is None else chunks, mask_and_scale=False
+        )
     except Exception as exc:
         raise ValueError(f"cannot open {path!r} as NetCDF (h5netcdf engine): {exc}") from None
+
+
+def _open_netcdf(path, variable):
+    ds = _netcdf_dataset(path)
     cube = _pick_variable(ds, variable, repr(path))
     if cube.encoding.get("chunksizes") is None:
         # a contiguous variable has no storage chunks: Dask's automatic chunks read
         # hyperslabs of it instead of the whole variable in one task
-        ds = xr.open_dataset(path, engine="h5netcdf", chunks="auto", mask_and_scale=False)
-        cube = ds[cube.name]
+        cube = _netcdf_dataset(path, "auto")[cube.name]
     return cube
 
 
-def _open_series(paths, variable, concat_dim):
+def _series_dataset(paths, concat_dim):
     import xarray as xr
 
     try:
@@ -285,7 +292,11 @@ def _open_series(paths, variable, concat_dim):
             f"cannot open the {len(paths)} files {paths[0]!r} ... {paths[-1]!r} as one NetCDF "
             f"series along {concat_dim!r}: {exc}"
         ) from None
-    where = f"the series {paths[0]!r} ... ({len(paths)} files)"
+    return ds, f"the series {paths[0]!r} ... ({len(paths)} files)"
+
+
+def _open_series(paths, variable, concat_dim):
+    ds, where = _series_dataset(paths, concat_dim)
     cube = _pick_variable(ds, variable, where)
     cube.encoding.setdefault("source", paths[0])
     return cube
@@ -343,7 +354,9 @@ def _open_geotiff(path, variable, feature_dim, bands=None):
     return cube
 
 
-def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time", nodata=None):
+def open_cube(
+    path, variable=None, feature_dim=None, *, variables=None, concat_dim="time", nodata=None
+):
     """Open a NetCDF file, a GeoTIFF or a series of NetCDF files as a lazy DataArray.
 
     Parameters
@@ -354,6 +367,12 @@ def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time", nodat
     variable : str, optional
         The NetCDF variable; may be omitted when the file holds one data variable. A GeoTIFF
         has none (its bands are the features).
+    variables : list of str, str or "all", optional
+        Several NetCDF variables sharing their dimensions (bands stored as variables:
+        ``["blue", "green", "red"]``, ``"blue,green,red"``, or ``"all"``: every data variable
+        of the most common dimensions), stacked as the features along the dimension
+        ``variable`` (its coordinate the names), each unpacked on its own; a pixel any of whose
+        variables equals its no-data value is missing as a whole.
     feature_dim : str, optional
         The dimension holding the features, checked to exist. A GeoTIFF's is ``"band"`` (the
         default for it); ``"component"`` reads a GeoTIFF of component images, band ``i``
@@ -405,6 +424,19 @@ def open_cube(path, variable=None, feature_dim=None, *, concat_dim="time", nodat
     ('component', 'y', 'x')
     """
     nodata = parse_nodata(nodata)
+    if variables is not None:
+        if variable is not None:
+            raise ValueError(
+                f"variable={variable!r} and variables={variables!r}: give one (one variable, or "
+                "several stacked as the features)"
+            )
+        fmt = file_format(expand_paths(path))
+        if fmt != "netcdf":
+            raise ValueError(
+                f"variables= stacks the variables of NetCDF files; {path!r} is not one (a "
+                "GeoTIFF's bands are its features)"
+            )
+        return _open_variables(path, variables, feature_dim, concat_dim, nodata)
     if isinstance(path, (list, tuple)) or _is_glob(path):
         paths = _expand_bands(path)
         fmt = file_format(paths)
@@ -586,6 +618,146 @@ def _expand_bands(path):
     """The files of a glob in natural order (B2 before B10), a list in its own order."""
     paths = expand_paths(path)
     return sorted(paths, key=_natural_key) if _is_glob(path) else paths
+
+
+# -------------------------------------------------------------------------------------------
+# bands as variables
+# -------------------------------------------------------------------------------------------
+
+#: The feature dimension data variables are stacked along (``variables=``).
+VARIABLE_DIM = "variable"
+#: ``variables="all"``: every data variable of the most common dimensions.
+ALL_VARIABLES = "all"
+
+
+def variable_choice(text):
+    """The ``--variable`` option as ``(variable, variables)``: one name, or several
+    (``a,b,c``, or ``all``) to stack as the features.
+
+    Examples
+    --------
+    >>> variable_choice("refl"), variable_choice("blue,red"), variable_choice("all")
+    (('refl', None), (None, ['blue', 'red']), (None, 'all'))
+    """
+    if text is None:
+        return None, None
+    if text.strip().lower() == ALL_VARIABLES:
+        return None, ALL_VARIABLES
+    if "," in text:
+        return None, [v.strip() for v in text.split(",") if v.strip()]
+    return text, None
+
+
+def _sharing(ds):
+    """The data variables of the most common dimensions (at least one), in the file's order."""
+    groups = {}
+    for name, v in ds.data_vars.items():
+        if v.ndim:
+            groups.setdefault(v.dims, []).append(str(name))
+    return max(groups.values(), key=len) if groups else []
+
+
+def _chosen_variables(ds, variables, where):
+    names = [str(n) for n in ds.data_vars]
+    if isinstance(variables, str):
+        chosen = (
+            _sharing(ds)
+            if variables.strip().lower() == ALL_VARIABLES
+            else [v.strip() for v in variables.split(",") if v.strip()]
+        )
+    elif isinstance(variables, (list, tuple)) and all(isinstance(v, str) for v in variables):
+        chosen = list(variables)
+    else:
+        raise ValueError(
+            f"variables must be a list of variable names, a string 'a,b,c' or 'all', got "
+            f"{variables!r}"
+        )
+    if not chosen:
+        raise ValueError(f"{where}: variables={variables!r} names no variable")
+    for v in chosen:
+        if v not in ds.data_vars:
+            raise ValueError(f"{where} has no variable {v!r}; variables: {names}")
+    dup = sorted({v for v in chosen if chosen.count(v) > 1})
+    if dup:
+        raise ValueError(f"variables names {dup} more than once")
+    dims = {v: ds[v].dims for v in chosen}
+    if len(set(dims.values())) > 1:
+        listed = "; ".join(f"{v}: ({', '.join(map(str, d))})" for v, d in dims.items())
+        raise ValueError(
+            f"the variables of {where} stacked as features must share their dimensions; {listed}"
+        )
+    return chosen
+
+
+def _open_variables(path, variables, feature_dim, concat_dim, nodata):
+    """Data variables sharing their dimensions stacked along ``variable``: a pixel any of
+    whose variables equals its no-data value (declared, else the variable's ``_FillValue`` /
+    ``missing_value``) is missing as a whole; each variable unpacked on its own."""
+    import xarray as xr
+
+    if feature_dim not in (None, VARIABLE_DIM):
+        raise ValueError(
+            f"variables= stacks the variables along {VARIABLE_DIM!r}, their feature dimension; "
+            f"got feature_dim={feature_dim!r}"
+        )
+    if isinstance(path, (list, tuple)) or _is_glob(path):
+        paths = expand_paths(path)
+        if len(paths) > 1:
+            ds, where = _series_dataset(paths, concat_dim)
+        else:
+            ds, where = _netcdf_dataset(paths[0]), repr(paths[0])
+    else:
+        ds, where = _netcdf_dataset(path), repr(os.fspath(path))
+    chosen = _chosen_variables(ds, variables, where)
+    if any(ds[v].encoding.get("chunksizes") is None for v in chosen) and not (
+        isinstance(path, (list, tuple)) or _is_glob(path)
+    ):
+        ds = _netcdf_dataset(path, "auto")  # contiguous variables: Dask's automatic chunks
+    missing, layers, tags = None, [], []
+    for name in chosen:
+        v = ds[name]
+        tag = _first(v.attrs.get("_FillValue", v.attrs.get("missing_value")))
+        tags.append(tag)
+        value = None if nodata == NO_NODATA else nodata if nodata is not None else tag
+        if value is not None and not np.isnan(value):
+            equal = v == value
+            missing = equal if missing is None else missing | equal
+        layers.append(_unpacked(v))
+    kinds = {layer.dtype for layer in layers}
+    dtype = np.result_type(*kinds) if kinds else np.float64
+    if missing is not None and dtype.kind != "f":
+        dtype = np.dtype(np.float64)
+    cube = xr.concat(
+        [layer.astype(dtype).drop_attrs() for layer in layers],
+        dim=VARIABLE_DIM,
+        coords="minimal",
+        compat="override",
+        join="override",
+    )
+    cube = cube.assign_coords({VARIABLE_DIM: np.asarray(chosen, dtype=str)})
+    cube = cube.chunk({VARIABLE_DIM: -1}).rename("variables")
+    if missing is not None:
+        cube = cube.where(~missing)
+    declared = nodata if nodata not in (None, NO_NODATA) else None
+    known = [t for t in tags if t is not None and not np.isnan(t)]
+    applied = (
+        declared if declared is not None else (known[0] if nodata is None and known else None)
+    )
+    encoding = {"source": ds.encoding.get("source", where), "dtype": ds[chosen[0]].dtype}
+    if nodata is None and all(t is None for t in tags):
+        encoding["ppa_dask_fill_check"] = fill_candidates(ds[chosen[0]].dtype)
+    cube.encoding = {**encoding, "ppa_dask_nodata": applied}
+    return cube
+
+
+def _unpacked(v):
+    """A variable read as stored, with its ``scale_factor`` / ``add_offset`` applied."""
+    scale, offset = v.attrs.get("scale_factor"), v.attrs.get("add_offset")
+    if scale is None and offset is None:
+        return v
+    kind = np.result_type(scale if scale is not None else offset, np.float32)
+    out = v.astype(kind) * (1.0 if scale is None else _first(scale))
+    return (out + (0.0 if offset is None else _first(offset))).astype(kind)
 
 
 #: ``nodata="none"``: no value is missing, whatever the file's tag says.
@@ -1122,7 +1294,29 @@ def _pick_zarr_variable(ds, path, variable, front):
     return ds[variable], variable
 
 
-def _zarr_source(path, variable, feature_dim, front, nodata):
+def _zarr_variables(path, variables, feature_dim, nodata):
+    """Variables of a Zarr dataset stacked along ``variable`` (as :func:`_open_variables`)."""
+    import xarray as xr
+
+    if feature_dim != VARIABLE_DIM:
+        raise ValueError(
+            f"variables= stacks the variables along {VARIABLE_DIM!r}, their feature dimension; "
+            f"got feature_dim={feature_dim!r}"
+        )
+    ds = open_zarr_dataset(path)
+    chosen = _chosen_variables(ds, variables, repr(path))
+    cube = xr.concat([ds[v].drop_attrs() for v in chosen], dim=VARIABLE_DIM, join="override")
+    cube = cube.assign_coords({VARIABLE_DIM: np.asarray(chosen, dtype=str)}).rename("variables")
+    return _apply_nodata(cube.chunk({VARIABLE_DIM: -1}), VARIABLE_DIM, nodata, None)
+
+
+def _zarr_source(path, variable, feature_dim, front, nodata, variables=None):
+    if variables is not None:
+        cube = _zarr_variables(path, variables, feature_dim, nodata)
+        names = _labels(cube, VARIABLE_DIM)
+        return Source(
+            cube, "cube", ZARR, path, VARIABLE_DIM, names, None, cube.encoding["ppa_dask_nodata"]
+        )
     if feature_dim is None:
         if nodata is not None:
             _fail("nodata_table", front, "nodata", path=path)
@@ -1169,6 +1363,7 @@ def open_source(
     path,
     *,
     nodata=None,
+    variables=None,
     variable=None,
     feature_dim=None,
     columns=None,
@@ -1196,6 +1391,9 @@ def open_source(
         A NetCDF series: the dimension the files are concatenated along.
     nodata : float, "none" or None
         A cube's no-data value (:func:`open_cube`); None: the file's own tag, if any.
+    variables : list of str, str or "all", optional
+        NetCDF / Zarr dataset: several variables stacked as the features along ``variable``
+        (:func:`open_cube`).
     format : str, optional
         A name of :data:`FORMATS` or ``"zarr"``, instead of the path's suffix.
     front : {"python", "cli", "pipeline"}
@@ -1226,6 +1424,8 @@ def open_source(
         raise ValueError(f"front must be one of {FRONTS}, got {front!r}")
     fmt = format or source_format(path)
     nodata = parse_nodata(nodata, _SPELLED["nodata"][front])
+    if variables is not None and feature_dim is None:
+        feature_dim = VARIABLE_DIM  # several variables stacked: their names are the features
     if fmt in TABLE_FORMATS:
         if feature_dim is not None:
             _fail("table_feature_dim", front, "feature_dim", path=path)
@@ -1236,12 +1436,14 @@ def open_source(
     if columns is not None:
         _fail("columns_not_table", front, "columns", path=path)
     if fmt == ZARR:
-        return _zarr_source(path, variable, feature_dim, front, nodata)
+        return _zarr_source(path, variable, feature_dim, front, nodata, variables)
     if fmt == "geotiff" and feature_dim is None:
         feature_dim = BAND_DIM
     if feature_dim is None:
         _fail("netcdf_feature_dim", front, "feature_dim", path=path)
-    cube = open_cube(path, variable, feature_dim, concat_dim=concat_dim, nodata=nodata)
+    cube = open_cube(
+        path, variable, feature_dim, variables=variables, concat_dim=concat_dim, nodata=nodata
+    )
     return Source(
         cube,
         "cube",
