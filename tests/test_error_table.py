@@ -116,6 +116,26 @@ class Fixtures(dict):
                 dst.write(np.ones((1, 8, 8), np.uint16))
         return self.root / "grid_B*.tif"
 
+    def make_series(self):
+        # two dated GeoTIFFs of 2 and 3 bands: not one series
+        import rasterio
+        from rasterio.transform import from_origin
+
+        for date, count in (("20200101", 2), ("20200201", 3)):
+            with rasterio.open(
+                self.root / f"ser_{date}.tif",
+                "w",
+                driver="GTiff",
+                width=8,
+                height=8,
+                count=count,
+                dtype="uint16",
+                crs="EPSG:32621",
+                transform=from_origin(500000, 4000000, 30, 30),
+            ) as dst:
+                dst.write(np.ones((count, 8, 8), np.uint16))
+        return self.root / "ser_*.tif"
+
     def make_bands_nc(self):
         # a NetCDF file of bands as variables (blue, green) beside a scalar crs variable
         import h5netcdf

@@ -335,7 +335,8 @@ def _open_geotiff(path, variable, feature_dim, bands=None):
         if cube.sizes[BAND_DIM] != bands:
             raise ValueError(
                 f"{path!r} holds {cube.sizes[BAND_DIM]} bands; the files of a cube read one "
-                f"band per file hold {bands} each (several multi-band files are not one cube)"
+                f"band per file hold {bands} each (multi-band files make a series along time "
+                "when every one of them holds several bands)"
             )
         return cube
     if feature_dim == "component":
@@ -447,6 +448,9 @@ def open_cube(
             )
         if len(paths) == 1:
             return open_cube(paths[0], variable, feature_dim, nodata=nodata)
+        if fmt == "geotiff" and _band_count(paths[0]) > 1:
+            # multi-band files: one date each, a series along concat_dim (time)
+            return _open_geotiff_series(paths, variable, feature_dim, concat_dim, nodata)
         if fmt == "geotiff":
             # one band per file (Landsat's ..._B2.TIF, ..._B3.TIF)
             return _open_band_files(paths, fmt, variable, feature_dim or BAND_DIM, nodata)
@@ -758,6 +762,98 @@ def _unpacked(v):
     kind = np.result_type(scale if scale is not None else offset, np.float32)
     out = v.astype(kind) * (1.0 if scale is None else _first(scale))
     return (out + (0.0 if offset is None else _first(offset))).astype(kind)
+
+
+# -------------------------------------------------------------------------------------------
+# series of multi-band files
+# -------------------------------------------------------------------------------------------
+
+_DATE = re.compile(r"(?<!\d)((?:19|20)\d\d)-?(0[1-9]|1[0-2])-?(0[1-9]|[12]\d|3[01])(?!\d)")
+_TIFF_DATE = re.compile(r"^((?:19|20)\d\d):(\d\d):(\d\d)")
+
+
+def _band_count(path):
+    import rasterio
+
+    try:
+        with rasterio.open(path) as src:
+            return int(src.count)
+    except Exception as exc:
+        raise ValueError(f"cannot open {path!r} as a GeoTIFF (rasterio): {exc}") from None
+
+
+def file_dates(paths):
+    """The dates of a series of files: the first date (``YYYYMMDD`` or ``YYYY-MM-DD``) in
+    each file name when every name has one and they differ, else each GeoTIFF's
+    ``TIFFTAG_DATETIME`` when every file has one and they differ; None otherwise.
+
+    Examples
+    --------
+    >>> file_dates(["LC08_L1TP_227065_20200608_20200824_02_T1.tif", "LC08_20200710.tif"])
+    array(['2020-06-08', '2020-07-10'], dtype='datetime64[D]')
+    >>> file_dates(["a.tif", "b.tif"]) is None
+    True
+    """
+    found = [_DATE.search(os.path.basename(os.fspath(p))) for p in paths]
+    if all(found):
+        dates = np.array(["-".join(m.groups()) for m in found], dtype="datetime64[D]")
+        if len(set(dates.tolist())) == len(dates):
+            return dates
+    try:
+        import rasterio
+
+        tags = []
+        for p in paths:
+            with rasterio.open(p) as src:
+                tags.append(_TIFF_DATE.match(src.tags().get("TIFFTAG_DATETIME", "")))
+    except Exception:  # not GeoTIFFs, or unreadable: no dates
+        return None
+    if all(tags):
+        dates = np.array(["-".join(m.groups()) for m in tags], dtype="datetime64[D]")
+        if len(set(dates.tolist())) == len(dates):
+            return dates
+    return None
+
+
+def _open_geotiff_series(paths, variable, feature_dim, concat_dim, nodata):
+    """Multi-band GeoTIFFs on one grid, one date each, as one cube along ``concat_dim``: its
+    coordinate the files' dates (:func:`file_dates`), else their order (0, 1, ...); sorted
+    by date when there are dates."""
+    import xarray as xr
+
+    fdim = BAND_DIM if feature_dim is None else feature_dim
+    layers, tags, first = [], [], None
+    for path in paths:
+        layer = _open_geotiff(path, variable, feature_dim)
+        grid = {**_grid(layer), "bands": int(layer.sizes[fdim])}
+        if first is None:
+            first = (path, grid)
+        elif not _same_grid(first[1], grid):
+            raise ValueError(
+                f"{first[0]!r} and {path!r} are not on one grid ({_describe(first[1])}, "
+                f"{first[1]['bands']} bands; {_describe(grid)}, {grid['bands']} bands): the "
+                "files of one series must share their grid and bands"
+            )
+        layers.append(layer)
+        tags.append(_first(layer.rio.nodata))
+    if nodata is None and len({("nan" if t != t else t) for t in tags}) > 1:
+        raise ValueError(
+            f"the files {paths[0]!r} ... ({len(paths)} files) carry different no-data tags "
+            f"({', '.join(map(str, tags))}); declare the value with nodata= (--nodata)"
+        )
+    dates = file_dates(paths)
+    order = np.argsort(dates, kind="stable") if dates is not None else np.arange(len(paths))
+    stamps = dates[order] if dates is not None else np.arange(len(paths))
+    cube = xr.concat(
+        [layers[i] for i in order],
+        dim=concat_dim,
+        coords="minimal",
+        compat="override",
+        join="override",
+    )
+    cube = cube.assign_coords({concat_dim: stamps})
+    cube.encoding = {**layers[0].encoding, "source": paths[0]}
+    return _apply_nodata(cube, fdim, nodata, tags[0])
 
 
 #: ``nodata="none"``: no value is missing, whatever the file's tag says.
