@@ -85,6 +85,86 @@ _LAYOUT_KEYS = ("kind", "feature_dim", "n_features", "kept", "feature_coords")
 # -------------------------------------------------------------------------------------------
 
 
+#: Joins the names of several feature dimensions into the one they are merged into.
+FEATURE_DIM_SEP = "|"
+
+
+def _feature_label(value):
+    value = np.asarray(value)
+    if value.dtype.kind == "M":
+        text = str(np.datetime_as_string(value, unit="s"))
+        return text.removesuffix("T00:00:00")
+    return str(value.item() if value.ndim == 0 else value)
+
+
+def merge_feature_dims(X, dims, where="X"):
+    """A DataArray whose feature dimensions ``dims`` are merged into one named
+    ``"time|band"``, in C order (the last of ``dims`` varying fastest), labelled
+    ``"time=2020-05-10|band=1"``; and ``{dim: coordinate values}`` to split it back.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> X = xr.DataArray(np.zeros((2, 3, 5)), dims=("time", "band", "x"),
+    ...                  coords={"time": [1, 2], "band": ["b", "g", "r"]})
+    >>> A, coords = merge_feature_dims(X, ("time", "band"))
+    >>> A.dims, A["time|band"].values[:2].tolist()
+    (('time|band', 'x'), ['time=1|band=b', 'time=1|band=g'])
+    """
+    dims = [str(d) for d in dims]
+    for d in dims:
+        if d not in X.dims:
+            raise ValueError(
+                f"feature_dim {tuple(dims)!r}: {d!r} is not a dimension of {where}: {X.dims}"
+            )
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"feature_dim {tuple(dims)!r} names a dimension twice")
+    name = FEATURE_DIM_SEP.join(dims)
+    coords = {d: np.asarray(X[d].values) if d in X.coords else np.arange(X.sizes[d]) for d in dims}
+    others = [d for d in X.dims if d not in dims]
+    A = X.transpose(*others, *dims)
+    shape = [A.sizes[d] for d in others]
+    data = A.data.reshape(*shape, -1)
+    grid = np.meshgrid(*[np.arange(len(coords[d])) for d in dims], indexing="ij")
+    labels = [
+        FEATURE_DIM_SEP.join(f"{d}={_feature_label(coords[d][i[k]])}" for k, d in enumerate(dims))
+        for i in zip(*(g.ravel() for g in grid))
+    ]
+    kept = {k: v for k, v in A.coords.items() if not set(v.dims) & set(dims)}
+    merged = xr.DataArray(
+        data,
+        dims=(*others, name),
+        coords={**kept, name: np.asarray(labels, dtype=str)},
+        name=X.name,
+        attrs=X.attrs,
+    )
+    # the merged dimension where the first of them was (components come back there)
+    at = sum(1 for d in X.dims[: X.dims.index(dims[0])] if d not in dims)
+    merged = merged.transpose(*others[:at], name, *others[at:])
+    merged.encoding = dict(X.encoding)
+    return merged, coords
+
+
+def split_feature_dims(A, name, coords):
+    """The inverse of :func:`merge_feature_dims`: ``name`` split back into its dimensions,
+    where it was, with their coordinates."""
+    dims = list(coords)
+    others = [d for d in A.dims if d != name]
+    position = A.dims.index(name)
+    B = A.transpose(*others, name)
+    shape = [B.sizes[d] for d in others] + [len(coords[d]) for d in dims]
+    kept = {k: v for k, v in B.coords.items() if name not in v.dims}
+    out = xr.DataArray(
+        B.data.reshape(shape),
+        dims=(*others, *dims),
+        coords={**kept, **coords},
+        name=A.name,
+        attrs=A.attrs,
+    )
+    order = others[:position] + dims + others[position:]
+    return out.transpose(*order)
+
+
 def _as_feature_array(X, feature_dim, where="X"):
     """A DataArray with the features along one dimension, and its kind / variables."""
     if isinstance(X, xr.Dataset):
@@ -114,6 +194,12 @@ def _as_feature_array(X, feature_dim, where="X"):
             f"feature_dim is required for a DataArray: the dimension holding the features, one "
             f"of {X.dims}"
         )
+    if isinstance(feature_dim, (list, tuple)):
+        if len(feature_dim) == 1:
+            feature_dim = feature_dim[0]
+        else:
+            merged, _ = merge_feature_dims(X, feature_dim, where)
+            return merged, FEATURE_DIM_SEP.join(map(str, feature_dim)), "DataArray", None
     if feature_dim not in X.dims:
         raise ValueError(f"feature_dim {feature_dim!r} is not a dimension of {where}: {X.dims}")
     return X, feature_dim, "DataArray", None
@@ -620,6 +706,11 @@ class Stacker:
             # the no-data value the cube's reader applied (None: none, or not read from a file)
             "nodata": None if kind == "Dataset" else X.encoding.get("ppa_dask_nodata"),
         }
+        if isinstance(self.feature_dim, (list, tuple)) and len(self.feature_dim) > 1:
+            # several feature dimensions merged into one: what splits the results back
+            _, coords = merge_feature_dims(X, self.feature_dim)
+            self._layout["feature_dims"] = list(coords)
+            self._layout["feature_dim_coords"] = coords
         return rows
 
     def _check_features(self, A, fdim, where):
@@ -676,7 +767,9 @@ class Stacker:
         else:
             if not isinstance(X, xr.DataArray):
                 raise TypeError("the model was fitted on a DataArray; transform a DataArray")
-            A, fdim, _, _ = _as_feature_array(X, layout["feature_dim"])
+            A, fdim, _, _ = _as_feature_array(
+                X, layout.get("feature_dims") or layout["feature_dim"]
+            )
         if COMPONENT_DIM in A.dims:
             raise ValueError(f"the input already has a {COMPONENT_DIM!r} dimension")
         self._check_features(A, fdim, "X")
@@ -823,4 +916,10 @@ class Stacker:
             coords[fdim] = (fdim, np.array(layout["variables"], dtype=object))
             position0 = dataclasses.replace(samples, position=0)
             return _unstack(rows, position0, fdim, coords, None).to_dataset(dim=fdim)
-        return _unstack(rows, samples, fdim, coords, layout["name"])
+        out = _unstack(rows, samples, fdim, coords, layout["name"])
+        if layout.get("feature_dims"):
+            split = {
+                d: np.asarray(layout["feature_dim_coords"][d]) for d in layout["feature_dims"]
+            }
+            out = split_feature_dims(out, fdim, split)
+        return out
