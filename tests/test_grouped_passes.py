@@ -69,6 +69,21 @@ def test_grouped_fit_matches_the_direct_port_for_any_chunking():
         np.testing.assert_allclose(np.abs(model.transform(X)), np.abs(reference), atol=1e-8)
 
 
+def test_a_source_whose_graph_holds_aliases_fits_grouped_as_ungrouped():
+    # a series of files is a concatenation whose graph names other keys as values (aliases)
+    pieces = [da.from_array(X[i : i + 2000].reshape(20, 100, 5), chunks=(5, 50, 5))
+              for i in range(0, 6000, 2000)]  # fmt: skip
+    cube = da.concatenate(pieces, axis=0).rechunk((30, 100, 5)).reshape(6000, 5)
+    assert any(isinstance(v, tuple) and v in cube.__dask_graph__()
+               for v in dict(cube.__dask_graph__()).values())  # fmt: skip
+    models = []
+    for groups in (None, 2):
+        with dask.config.set({drivers.PASS_GROUPS_CONFIG: groups}):
+            models.append(PPA(**PARAMS).fit(cube))
+    for a, b in zip(*map(arrays, models)):
+        assert np.array_equal(a, b)
+
+
 class Tasks(Callback):
     def __init__(self):
         super().__init__()

@@ -559,7 +559,7 @@ class SourceReader:
     def for_groups(cls, X, plan):
         """One reader per group of ``plan`` (block indices) of the row-chunked array ``X``,
         or None."""
-        from dask.task_spec import DataNode, GraphNode
+        from dask.task_spec import Alias, DataNode, GraphNode
 
         try:
             from distributed import Future
@@ -577,7 +577,9 @@ class SourceReader:
             if isinstance(value, tuple) and value and callable(value[0]):
                 return None  # an old-style task tuple
             if not isinstance(value, GraphNode):
-                value = DataNode(key, value)
+                # an old-style value naming another key is an alias of it (a concatenated
+                # series of files has these), anything else is data
+                value = Alias(key, value) if _is_key_of(value, graph) else DataNode(key, value)
             nodes[key] = value
             if isinstance(value, DataNode) and sizeof(value.value) <= SHARED_COPY_BYTES:
                 # small data (a Zarr array's handle) is copied into every group that needs
@@ -629,6 +631,14 @@ class SourceReader:
             for k in order:
                 values[k] = self._nodes[k](values)
             yield values[key]
+
+
+def _is_key_of(value, graph):
+    """Whether ``value`` is a key of ``graph`` (an alias, in an old-style graph)."""
+    try:
+        return value in graph
+    except TypeError:  # unhashable: a list or an array, data
+        return False
 
 
 @dataclass(frozen=True)
