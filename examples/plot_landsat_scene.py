@@ -2,17 +2,22 @@
 A real scene: Landsat 8 with fill values
 ========================================
 
-:func:`ppa_dask.datasets.load_landsat_crop` returns 512 x 512 pixels of a Landsat 8 scene (the
-blue, green and red bands B2, B3, B4 on the Itaipu reservoir, 2020-05-18; US public domain),
-read from the three GeoTIFFs bundled with ppa-dask, one band per file as Landsat files come.
-The upper right corner of the crop lies outside the scene: every band is 0 there, and the files
-carry no no-data tag, so nothing tells a reader that those zeros are not data.
+:func:`ppa_dask.datasets.load_landsat_crop` ships 512 x 512 pixels of a Landsat 8 scene (the
+blue, green and red bands B2, B3, B4 on the Itaipu reservoir, 2020-05-18; US public domain) as
+three GeoTIFFs, one band per file as Landsat files come. The upper right corner of the crop lies
+outside the scene: every band is 0 there, and the files carry no no-data tag, so nothing tells
+a reader that those zeros are not data.
 
-Here the zeros are declared missing with ``cube.where(cube != 0)``: a pixel that is NaN in
-every band is left out of the fit and comes back NaN. PPA is fitted on the valid pixels, its
-components are shown as images and its reconstruction error is compared with PCA's at
-``k = 1, 2``; a second fit, taking the zeros as data, shows what goes wrong otherwise.
+:func:`ppa_dask.store.open_cube` reads the three files as one cube (bands named from what
+differs between the file names) and ``nodata=0`` declares the zeros missing: a pixel that is 0
+in any band is NaN in every band, left out of the fit and NaN in the components. PPA is fitted on
+the valid pixels, its components are shown as images and its reconstruction error is compared
+with PCA's at ``k = 1, 2``; a second fit, taking the zeros as data, shows what goes wrong
+otherwise (and the warning ppa-dask gives when it sees such a fit).
 """
+
+import os
+import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -21,15 +26,18 @@ from sklearn.decomposition import PCA
 from ppa_dask import PPA
 from ppa_dask.datasets import load_landsat_crop
 from ppa_dask.plotting import robust_limits
+from ppa_dask.store import open_cube
+from ppa_dask.utils.warnings import NoDataWarning
 
-cube = load_landsat_crop()  # DataArray (band, y, x), uint16 digital numbers, zeros kept
-fill = (cube == 0).all("band")  # outside the scene: 0 in every band at once
-print(dict(cube.sizes), cube.band.values.tolist(), f"fill: {float(fill.mean()):.1%}")
+paths = load_landsat_crop(return_paths=True)  # ..._B2.TIF, ..._B3.TIF, ..._B4.TIF
+print([os.path.basename(p) for p in paths])
+scene = open_cube(paths, nodata=0).load()  # (band, y, x) float64, NaN outside the scene
+fill = scene.isnull().all("band")
+print(scene.band.values.tolist(), dict(scene.sizes), f"fill: {float(fill.mean()):.1%}")
 
-scene = cube.where(cube != 0)  # float64, NaN outside the scene
 model = PPA(random_state=0).fit(scene, feature_dim="band")  # degree per step chosen in 1..5
 comps = model.transform(scene)  # DataArray (component, y, x), NaN outside the scene
-print("degree per step:", model.degrees_)
+print("degree per step:", model.degrees_, " no-data value:", model.xarray_layout_["nodata"])
 
 # %%
 # The scene in natural colour (red, green, blue = B4, B3, B2, each stretched between the 2nd
@@ -75,10 +83,10 @@ plt.show()
 # because its first curve bends through the cluster of zeros. Measured on the valid pixels,
 # both models are worse than the ones fitted on them alone.
 
-# The pixels stacked by hand as float64: ``where`` turned the uint16 cube into float32, in which
-# scikit-learn's PCA computes its means (12 % too large an error at k = 1 on these values);
-# PPA accumulates its moments in float64 whatever the input's dtype.
-X_all = cube.values.reshape(3, -1).T.astype(np.float64)
+# The pixels stacked by hand for PCA, as float64 (scikit-learn's PCA computes its mean in the
+# input's dtype, and uint16 or float32 values of this size lose digits).
+raw = open_cube(paths).load()  # no no-data declared: uint16, zeros kept
+X_all = raw.values.reshape(3, -1).T.astype(np.float64)
 X_valid = X_all[~fill.values.ravel()]
 
 
@@ -91,7 +99,12 @@ def pca_errors(X_fit, X_eval):
     return np.array(out)
 
 
-naive = PPA(random_state=0).fit(cube, feature_dim="band")  # the zeros fitted as data
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    naive = PPA(random_state=0).fit(raw, feature_dim="band")  # the zeros fitted as data
+for w in caught:
+    if issubclass(w.category, NoDataWarning):
+        print("warning:", w.message)
 errors = {
     "fit on valid pixels": (
         model.reconstruction_errors(scene, per_sample=False).values[1:3],
@@ -119,7 +132,7 @@ ax1.set_xticks(range(2), ["k = 1", "k = 2"])
 ax1.set_yscale("log")
 ax1.set_ylabel("mean squared error, valid pixels (DN$^2$)")
 ax1.legend(fontsize=8)
-mask_like = naive.transform(cube).isel(component=0).values
+mask_like = naive.transform(raw).isel(component=0).values
 vmin, vmax = robust_limits(mask_like)
 im = ax2.imshow(mask_like, cmap="viridis", vmin=vmin, vmax=vmax)
 ax2.set_title("component 1, zeros fitted as data")

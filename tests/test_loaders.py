@@ -24,6 +24,7 @@ import pytest
 
 from ppa_dask import datasets as ds
 from ppa_dask.datasets import loaders as _loaders
+from ppa_dask.utils.warnings import NoDataWarning
 
 DATA = resources.files("ppa_dask.datasets") / "data"
 COVID_CSV = "dpc-covid19-ita-andamento-nazionale-2020-02-24_2020-04-30.csv"
@@ -601,20 +602,47 @@ def test_landsat_cube_without_rioxarray_names_the_extra(monkeypatch):
     assert len(ds.load_landsat_crop(return_paths=True)) == 3
 
 
-def test_landsat_fit_on_the_valid_pixels_equals_the_fit_of_them_stacked_by_hand():
-    # The crop as a user fits it: the zeros declared missing on the cube. The model must be the
-    # one fitted on the valid pixels stacked by hand (band order, row-major pixels), and the
-    # components NaN in every band outside the scene.
+@pytest.mark.parametrize("declared", ["where", "nodata"])
+def test_landsat_fit_on_the_valid_pixels_equals_the_fit_of_them_stacked_by_hand(declared):
+    # The crop as a user fits it: the zeros declared missing on the cube (cube.where, or the
+    # reader's nodata=0). The model must be the one fitted on the valid pixels stacked by hand
+    # (band order, row-major pixels), the components NaN in every band outside the scene, and
+    # no no-data warning (the fill is declared).
+    import warnings
+
     from ppa_dask import PPA
 
     cube = ds.load_landsat_crop()
     rows = cube.values.reshape(3, -1).T.astype(np.float64)
     fill = (rows == 0).all(axis=1)
     by_hand = PPA(degree=3, random_state=0).fit(rows[~fill])
-    model = PPA(degree=3, random_state=0).fit(cube.where(cube != 0), feature_dim="band")
+    scene = cube.where(cube != 0) if declared == "where" else ds.load_landsat_crop(nodata=0)
+    assert np.array_equal(scene.isnull().all("band").values.ravel(), fill)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoDataWarning)
+        model = PPA(degree=3, random_state=0).fit(scene, feature_dim="band")
     assert model.n_features_in_ == 3
+    if declared == "nodata":
+        assert model.xarray_layout_["nodata"] == 0
     np.testing.assert_allclose(model.coefficients_, by_hand.coefficients_, rtol=1e-10, atol=1e-8)
     np.testing.assert_allclose(model.mean_, by_hand.mean_, rtol=1e-12)
-    comps = model.transform(cube.where(cube != 0)).values.reshape(3, -1).T
+    comps = model.transform(scene).values.reshape(3, -1).T
     assert np.isnan(comps[fill]).all() and np.isfinite(comps[~fill]).all()
     np.testing.assert_allclose(comps[~fill], by_hand.transform(rows[~fill]), rtol=1e-9, atol=1e-6)
+
+
+def test_landsat_crop_fitted_with_its_zeros_warns_once_naming_the_fill():
+    # read without a declared no-data value, the crop is a file with untagged fill: its fit
+    # warns, naming the value and the fraction counted here
+    import warnings
+
+    from ppa_dask import PPA
+
+    cube = ds.load_landsat_crop()
+    share = float((cube == 0).all("band").mean())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        PPA(degree=2, random_state=0).fit(cube, feature_dim="band")
+    nodata = [w for w in caught if issubclass(w.category, NoDataWarning)]
+    assert len(nodata) == 1
+    assert str(nodata[0].message).startswith(f"0 fills {share:.1%} of the samples in every band")

@@ -37,6 +37,8 @@ from importlib import resources
 import numpy as np
 from sklearn.utils import Bunch
 
+from ppa_dask.store import open_cube
+
 __all__ = [
     "PAPER_DATASETS",
     "PAPER_SHAPES",
@@ -944,29 +946,35 @@ def _landsat_paths() -> list[str]:
     return paths
 
 
-def load_landsat_crop(*, return_paths: bool = False):
+def load_landsat_crop(*, nodata=None, return_paths: bool = False):
     """A real scene: 512 x 512 pixels of Landsat 8, blue, green and red, one GeoTIFF per band.
 
     A window of the scene ``LC08_L1TP_224078_20200518_20200518_01_RT`` (2020-05-18, WRS-2 path
     224 row 078; US public domain, courtesy of the U.S. Geological Survey) on the Itaipu
     reservoir: fields, shore, water and, in the upper right, the area outside the scene. The
     files are as Landsat files come: one band per file, uint16 digital numbers, EPSG:32621, and
-    **0 outside the scene in every band with no no-data tag** (10.2 % of the pixels): fit the
-    valid pixels only (``cube.where(cube != 0)``), or the zeros are fitted as data. Provenance,
-    licence and checksums: ``ppa_dask/datasets/data/landsat8/PROVENANCE.md``.
+    **0 outside the scene in every band with no no-data tag** (10.2 % of the pixels): declare
+    it (``nodata=0``), or the zeros are fitted as data (a fit of the cube read without it warns,
+    as for any file). The files are read by :func:`ppa_dask.store.open_cube`, as a list of
+    single-band GeoTIFFs. Provenance, licence and checksums:
+    ``ppa_dask/datasets/data/landsat8/PROVENANCE.md``.
 
     Parameters
     ----------
+    nodata : float, "none" or None, default None
+        Passed to :func:`~ppa_dask.store.open_cube`: ``0`` makes the pixels outside the scene
+        NaN in every band (the cube is then float64); None keeps the zeros, as the files do.
     return_paths : bool, default False
         Return the paths of the three GeoTIFFs (B2, B3, B4) instead of the cube: what a
         reader of one-file-per-band rasters, or the command line, is given.
 
     Returns
     -------
-    cube : xarray.DataArray of shape (3, 512, 512), uint16
+    cube : xarray.DataArray of shape (3, 512, 512)
         Dimensions ``(band, y, x)``, the band coordinate ``['B2', 'B3', 'B4']``, ``x`` / ``y``
         the UTM coordinates of the pixel centres, the CRS and transform in the ``spatial_ref``
-        coordinate (``cube.rio.crs`` with rioxarray imported), values in memory, zeros kept.
+        coordinate (``cube.rio.crs`` with rioxarray imported), values in memory: uint16 with
+        the zeros kept, or float64 with NaN outside the scene when ``nodata=0``.
     paths : list of str
         With ``return_paths=True``: the B2, B3 and B4 files, in that order.
 
@@ -986,7 +994,9 @@ def load_landsat_crop(*, return_paths: bool = False):
     (('band', 'y', 'x'), (3, 512, 512), 'uint16', ['B2', 'B3', 'B4'])
     >>> round(float((cube == 0).all("band").mean()), 4)  # outside the scene
     0.1024
-    >>> valid = cube.where(cube != 0)  # float, NaN outside the scene: left out of a fit
+    >>> scene = load_landsat_crop(nodata=0)  # float64, NaN outside the scene: left out of a fit
+    >>> round(float(scene.isnull().all("band").mean()), 4), str(scene.dtype)
+    (0.1024, 'float64')
     >>> [p.rsplit("_", 1)[1] for p in load_landsat_crop(return_paths=True)]
     ['B2.TIF', 'B3.TIF', 'B4.TIF']
     """
@@ -994,19 +1004,14 @@ def load_landsat_crop(*, return_paths: bool = False):
     if return_paths:
         return paths
     try:
-        import rioxarray
+        import rioxarray  # noqa: F401 (open_cube reads GeoTIFFs with it)
     except ImportError as exc:
         raise ImportError(
             "load_landsat_crop() reads the GeoTIFFs with rioxarray, which is not installed "
             "(pip install ppa-dask[formats]); load_landsat_crop(return_paths=True) needs nothing"
         ) from exc
-    import xarray as xr
-
-    bands = []
-    for band, path in zip(LANDSAT_BANDS, paths):
-        with rioxarray.open_rasterio(path, masked=False) as da:
-            bands.append(da.load().assign_coords(band=[band]))
-    cube = xr.concat(bands, dim="band", combine_attrs="drop_conflicts")
+    cube = open_cube(paths, nodata=nodata).load()
     cube.name = "DN"
+    # the attributes of the first file (its band's tags) do not describe the cube
     cube.attrs = {"scene_id": LANDSAT_SCENE_ID, "units": "1"}
     return cube
