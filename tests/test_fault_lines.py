@@ -5,7 +5,9 @@ The faults are real: a ``dask scheduler`` process killed with SIGKILL in the mid
 ``ppa-dask fit``, a worker (behind its nanny) killed until distributed gives up on a task, a
 device that fills up (a 2 MB tmpfs mounted for the test) and a file-size limit (RLIMIT_FSIZE
 in the child, which makes writes fail with EFBIG) during ``transform`` for every output format,
-write permission lost, a remote (HTTP) store whose server cuts its connections mid-read.
+write permission taken away mid-write (``chattr -R +i`` on the output's folder: root, which
+permission bits do not stop, cannot write into an immutable folder either), a remote (HTTP)
+store whose server cuts its connections mid-read.
 
 Each test checks its line against the ``fault`` row of the error table (docs/guide/errors.md)
 it covers: those rows need a real fault, so tests/test_error_table.py does not run them;
@@ -47,6 +49,7 @@ COVERED = {
     "worker-killed": "test_worker_killed_beyond_the_retries",
     "disk-full": "test_full_disk_during_transform",
     "file-size-limit": "test_file_size_limit_during_transform",
+    "permission-lost": "test_write_permission_lost_mid_write",
     "remote-read-cut": "test_remote_store_read_interrupted",
 }
 FORMATS = {
@@ -257,6 +260,72 @@ def test_the_limits_leave_a_fitting_write_alone(inputs, tmp_path):
     )
     assert status == 0, err
     assert sorted(os.listdir(tmp_path)) == ["out.parquet"]
+
+
+# ---------------------------------------------------------------------------------------------
+# write permission lost mid-write
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def long_write(tmp_path_factory):
+    """A table model and a 2,000,000 x 6 input of 100 chunks: its transform writes ~90 MB to
+    Zarr, a second or more, so the permission can be taken away in the middle of it."""
+    root = tmp_path_factory.mktemp("long")
+    data = datasets.write_zarr(root / "big.zarr", 2_000_000, n_features=6, random_state=0,
+                               chunk_rows=20_000)  # fmt: skip
+    X = np.random.default_rng(0).normal(size=(500, 6))
+    save_model(PPA(degree=2, random_state=0).fit(X), root / "model.zarr")
+    return root / "model.zarr", data
+
+
+def _immutable(path, on):
+    return subprocess.run(
+        ["chattr", "-R", "+i" if on else "-i", str(path)], capture_output=True, text=True
+    )
+
+
+def test_write_permission_lost_mid_write(long_write, tmp_path):
+    import shutil
+
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr (e2fsprogs) is not installed")
+    folder = tmp_path / "outputs"
+    folder.mkdir()
+    probe = folder / "probe"
+    probe.mkdir()
+    done = _immutable(probe, True)
+    _immutable(probe, False)
+    if done.returncode != 0:
+        pytest.skip(f"chattr +i is refused here: {done.stderr.strip()}")
+    probe.rmdir()
+    model, data = long_write
+    out = folder / "o.zarr"
+    command = Command(["transform", model, data, out, "--scheduler", "threads"], tmp_path)
+    try:
+        # the permission goes once the temporary sibling holds its first chunks
+        deadline = time.monotonic() + 120
+        while not any(
+            p.name.startswith(".o.zarr.tmp-") and (p / "c").is_dir() for p in folder.iterdir()
+        ):
+            assert command.proc.poll() is None, command.finish(5)
+            assert time.monotonic() < deadline, "the write did not start within 120 s"
+            time.sleep(0.02)
+        assert _immutable(folder, True).returncode == 0
+        status, err = command.finish(120)
+        # while the folder is immutable: no output, only the temporary the line names
+        (left,) = os.listdir(folder)
+        assert not out.exists()
+    finally:
+        _immutable(folder, False)
+    assert status == assert_row("permission-lost", err, out=out.name), err
+    # the line names the write that was denied (a chunk, not the clean-up after it) and the
+    # temporary left behind (its removal was denied too)
+    denied, kept = err.split("; ", 1)
+    assert f"{left}/c/" in denied and f"{left}'" in kept, err
+    # the chunks of the temporary are not all there: the write was cut short, not finished
+    assert len(list((folder / left / "c").iterdir())) < 100
+    assert (folder / left / "ppa-dask-writer.json").exists()
 
 
 # ---------------------------------------------------------------------------------------------

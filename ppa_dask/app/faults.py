@@ -273,7 +273,8 @@ def fault_line(exc, args, before):
     for e in chain:
         if isinstance(e, OSError) and e.errno in _NO_ROOM:
             return f"{_NO_ROOM[e.errno]}{_writing(args, e)} ({_excerpt(e)}); {kept}"
-    for e in chain:
+    # innermost first: the write that was denied, not the clean-up denied after it
+    for e in reversed(chain):
         if isinstance(e, PermissionError) or (isinstance(e, OSError) and e.errno in _DENIED):
             where = f" on {e.filename!r}" if e.filename else ""
             return f"permission denied{where} ({_excerpt(e)}); {kept}"
