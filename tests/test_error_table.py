@@ -201,6 +201,25 @@ class Fixtures(dict):
         )
         return path
 
+    # cluster files of one mistake each (checked before anything is started) ---------------
+    def _cluster_file(self, name, kind, options, extra=""):
+        path = self.root / f"{name}.yaml"
+        path.write_text(f"type: {kind}\noptions:\n  cores: 1\n  memory: 1GiB\n{options}{extra}")
+        return path
+
+    def make_slurm_prologue(self):
+        lines = "  job_script_prologue:\n    - module load python/3.12\n    - false\n"
+        return self._cluster_file("prologue", "slurm", lines)
+
+    def make_slurm_walltime(self):
+        return self._cluster_file("walltime", "slurm", "  walltime: 2:00:00\n")
+
+    def make_slurm_typo(self):
+        return self._cluster_file("typo", "slurm", "  walltme: '02:00:00'\n")
+
+    def make_pbs_restarts(self):
+        return self._cluster_file("restarts", "pbs", "", "max_job_restarts: -1\n")
+
     # addresses ------------------------------------------------------------------------------
     def make_closed_port(self):
         s = socket.socket()

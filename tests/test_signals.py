@@ -5,7 +5,9 @@ clusters have the same tests against a real SLURM and its PBS wrappers (tests/te
 
 Each: exit 130 (SIGINT) or 143 (SIGTERM) with one line within seconds of the signal, no model
 and nothing beside it; the local cluster's processes gone with the command; the scheduler that
-was not the command's own left running with its workers and none of the fit's tasks.
+was not the command's own left running with its workers and none of the fit's tasks. And,
+without any batch system, reading a SLURM or PBS file (which imports dask-jobqueue) leaves
+Ctrl-C raising KeyboardInterrupt.
 """
 
 import json
@@ -165,3 +167,32 @@ def test_a_signal_mid_fit_on_a_scheduler_address(data, scheduler, tmp_path, sign
         while left := client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)):
             assert time.monotonic() < deadline, f"{left} tasks of the fit left on the scheduler"
             time.sleep(0.2)
+
+
+@pytest.mark.parametrize("kind", ["slurm", "pbs"])
+def test_reading_a_batch_cluster_file_keeps_ctrl_c(kind):
+    # importing dask-jobqueue (which reading a SLURM or PBS file does) installs a SIGINT
+    # handler calling sys.exit(): Ctrl-C would end the command with status 0 and no word. A
+    # fresh interpreter, so that the import really happens; then a real SIGINT to itself.
+    script = (
+        "import os, signal, sys, time\n"
+        "from ppa_dask.cluster import read_cluster_config\n"
+        "read_cluster_config(sys.argv[1])\n"
+        "assert 'dask_jobqueue' in sys.modules\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(10)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('KeyboardInterrupt')\n"
+    )
+    path = os.path.join(ROOT, "cluster", f"{kind}.yaml")
+    done = subprocess.run(
+        [sys.executable, "-c", script, path],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "KeyboardInterrupt", (done.stdout, done.stderr)
