@@ -939,13 +939,52 @@ def _sha256(obj):
 
 
 def _read_marker(stage_dir):
-    """A stage's completion marker, or None when absent or unreadable (the stage runs again);
-    read within the bounds of :func:`~ppa_dask.utils.files.read_json_file`."""
+    """A stage's completion marker, or None when absent, unreadable or not of the form the
+    library writes (the stage then runs again and rewrites it); read within the bounds of
+    :func:`~ppa_dask.utils.files.read_json_file`."""
     try:
         marker = read_json_file(os.path.join(stage_dir, MARKER))
     except (OSError, ValueError):
         return None
-    return marker if isinstance(marker, dict) else None
+    return marker if _is_marker(marker) else None
+
+
+def _is_marker(marker):
+    """Whether ``marker`` has the form :meth:`Run._stage` writes: a damaged one must not make
+    a resumed run fail later (a field of another type), nor fingerprint a path outside its
+    stage folder (an output named ``../..`` would have the whole disk walked)."""
+    if not isinstance(marker, dict) or not isinstance(marker.get("key"), str):
+        return False
+    outputs, info, wall = marker.get("outputs"), marker.get("info"), marker.get("wall_time_s")
+    if not isinstance(outputs, dict) or not all(
+        _is_output_name(name) and isinstance(value, str) for name, value in outputs.items()
+    ):
+        return False
+    if not isinstance(wall, (int, float)) or isinstance(wall, bool) or not math.isfinite(wall):
+        return False
+    if info is None:
+        return True
+    if not isinstance(info, dict) or info.get("layout", "table") not in ("table", "cube"):
+        return False
+    names, nodata = info.get("feature_names"), info.get("nodata")
+    if names is not None and not (
+        isinstance(names, list) and all(isinstance(n, str) for n in names)
+    ):
+        return False
+    if nodata is not None and (not isinstance(nodata, (int, float)) or isinstance(nodata, bool)):
+        return False
+    if info.get("layout") == "cube":
+        dims = info.get("feature_dim")
+        return isinstance(dims, str) or (
+            isinstance(dims, list) and bool(dims) and all(isinstance(d, str) for d in dims)
+        )
+    return True
+
+
+def _is_output_name(name):
+    """A relative path inside the stage folder, written as the library writes it."""
+    parts = name.split("/")
+    return bool(name) and not os.path.isabs(name) and ".." not in parts and "" not in parts
 
 
 def _write_json_atomic(path, obj):
