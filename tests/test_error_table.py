@@ -136,6 +136,34 @@ class Fixtures(dict):
                 dst.write(np.ones((count, 8, 8), np.uint16))
         return self.root / "ser_*.tif"
 
+    def make_dates(self):
+        # two dated 2-band GeoTIFFs on one grid: one series (time, band, y, x)
+        import rasterio
+        from rasterio.transform import from_origin
+
+        for k, date in enumerate(("20200101", "20200201")):
+            with rasterio.open(
+                self.root / f"dat_{date}.tif",
+                "w",
+                driver="GTiff",
+                width=8,
+                height=8,
+                count=2,
+                dtype="uint16",
+                crs="EPSG:32621",
+                transform=from_origin(500000, 4000000, 30, 30),
+            ) as dst:
+                dst.write(np.arange(128, dtype=np.uint16).reshape(2, 8, 8) + k)
+        return self.root / "dat_*.tif"
+
+    def make_season_dims(self):
+        path = self.root / "season.yaml"
+        path.write_text(
+            "pipeline: 1\nname: season\n"
+            f"data: {{source: geotiff, path: '{self['dates']}', feature_dim: [time, season]}}\n"
+        )
+        return path
+
     def make_bands_nc(self):
         # a NetCDF file of bands as variables (blue, green) beside a scalar crs variable
         import h5netcdf

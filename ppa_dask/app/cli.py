@@ -398,6 +398,13 @@ def _nodata(text):
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--nodata ")) from None
 
 
+def _feature_dims(text):
+    try:
+        return store.sources.parse_feature_dim(text, "--feature-dim")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--feature-dim ")) from None
+
+
 def _sfx(fmt):
     """The suffix of a format, from the one vocabulary (ppa_dask.store.sources)."""
     return store.sources.suffix(fmt)
@@ -522,7 +529,10 @@ def _add_fit(subparsers):
     p.add_argument(
         "--feature-dim",
         metavar="DIM",
-        help="read INPUT with xarray; DIM holds the features (e.g. band)",
+        type=_feature_dims,
+        help="read INPUT with xarray; DIM holds the features (e.g. band); DIM,DIM,...: the "
+        "features span several dimensions (time,band: every date's bands; transform and "
+        "inverse restore them)",
     )
     p.add_argument(
         "--nan-policy",
@@ -601,9 +611,10 @@ def run_fit(args, stream=None):
     # the fit's own refusals of degrees, folds and components, before a cluster starts (a
     # cube's samples are its other dimensions: an upper bound when NaN samples are dropped)
     sizes = dict(X.sizes) if args.feature_dim else dict(enumerate(X.shape))
-    feature_key = args.feature_dim if args.feature_dim else 1
-    if feature_key in sizes:
-        n_features = sizes.pop(feature_key)
+    feature_keys = args.feature_dim if args.feature_dim else 1
+    feature_keys = feature_keys if isinstance(feature_keys, tuple) else (feature_keys,)
+    if all(key in sizes for key in feature_keys):
+        n_features = math.prod(sizes.pop(key) for key in feature_keys)
         model.check_shape(math.prod(sizes.values()), n_features)
     progress = Reporter(stream)
     _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
@@ -693,9 +704,12 @@ def _load_model_file(path):
 
 
 def _layout_dim(model):
+    """The feature dimension(s) a cube model was fitted along (a tuple when several)."""
     layout = getattr(model, "xarray_layout_", None)
     if layout is None:
         return None
+    if layout.get("feature_dims"):
+        return tuple(map(str, layout["feature_dims"]))
     return layout.get("feature_dim") or "variable"
 
 

@@ -39,6 +39,9 @@ Data sources (``data.source``):
   path or fsspec URL (``path``); read in place, not copied.
 * ``xarray`` -- ``variable`` of an xarray Zarr store (``path``) with a ``feature_dim`` (e.g.
   ``band``); every other dimension is a sample dimension (a cube). Read in place.
+  ``feature_dim`` may list several dimensions (``[time, band]``, for ``xarray``, ``netcdf``
+  and ``geotiff``): the features span them all, scaled and fitted as one merged dimension and
+  recorded by the model, whose ``inverse_transform`` restores them.
 * ``dataset`` -- a data set bundled with ppa-dask (``name``: ``magic_gamma``, ``sat``, ...; any
   ``ppa_dask.datasets.load_<name>`` returning ``(X, y)``), written to the run folder.
 * ``make_cube`` -- a synthetic hyperspectral cube, ``ppa_dask.datasets.make_cube(**params)``
@@ -118,6 +121,7 @@ from ppa_dask.app.cluster import compute_with_progress, step_reporter
 from ppa_dask.app.plotting import robust_limits
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
+from ppa_dask.store.feature_dims import FEATURE_DIM_SEP, merge_feature_dims, split_feature_dims
 from ppa_dask.store.sources import fingerprint
 from ppa_dask.store.stacker import fill_warning
 from ppa_dask.utils.files import read_json_file, remove_path, write_json_atomic, write_text_atomic
@@ -329,11 +333,42 @@ def _variables_check(v):
 _VARIABLES_FIELD = _Field(
     "null, 'all' or a non-empty list of variable names", _variables_check, None
 )
+
+_FEATURE_DIM_EXPECTED = (
+    "the name of the feature dimension (string), or a list of several ([time, band]) each "
+    "named once"
+)
+
+
+def _feature_dim_check(v):
+    try:
+        parsed = store.sources.parse_feature_dim(v)
+    except ValueError:
+        raise _Bad(_FEATURE_DIM_EXPECTED) from None
+    if parsed is None:
+        raise _Bad(_FEATURE_DIM_EXPECTED)
+    return list(parsed) if isinstance(parsed, tuple) else parsed
+
+
+def _feature_dim_field(default=_REQUIRED):
+    return _Field(_FEATURE_DIM_EXPECTED, _feature_dim_check, default)
+
+
+def _dims(feature_dim):
+    """The feature dimension(s) of a configuration or a record, as a list."""
+    return list(feature_dim) if isinstance(feature_dim, (list, tuple)) else [feature_dim]
+
+
+def _fit_dim(feature_dim):
+    """What the fit takes as ``feature_dim``: the name, or a tuple of several."""
+    return tuple(feature_dim) if isinstance(feature_dim, (list, tuple)) else feature_dim
+
+
 _FILE_OPTIONS = {
     "nodata": _NODATA_FIELD,
     "variables": _VARIABLES_FIELD,
     "variable": _str_field(default=None, none=True, what="a variable name (string)"),
-    "feature_dim": _str_field(what="the name of the feature dimension (string)"),
+    "feature_dim": _feature_dim_field(),
     "concat_dim": _str_field(default="time", what="the dimension a series of files spans"),
     "columns": _Field("null or a list of column names", _columns_check, default=None),
 }
@@ -342,7 +377,11 @@ _FILE_OPTIONS = {
 def _file_source_fields(fmt):
     spec = store.sources.FORMATS[fmt]
     path = _Field(spec.paths, _paths_check) if spec.lists else _str_field(what=spec.paths)
-    return {"path": path, **{name: _FILE_OPTIONS[name] for name in spec.options}}
+    fields = {"path": path, **{name: _FILE_OPTIONS[name] for name in spec.options}}
+    if fmt == "geotiff" and "feature_dim" in fields:
+        # a GeoTIFF's features are its bands; a series' may span its dates too
+        fields["feature_dim"] = _feature_dim_field(store.sources.BAND_DIM)
+    return fields
 
 
 _DATA_COMMON = {
@@ -357,7 +396,7 @@ _DATA_BY_SOURCE = {
     "xarray": {
         "path": _str_field(what="a Zarr path or URL (string)"),
         "variable": _str_field(default=None, none=True, what="a variable name (string)"),
-        "feature_dim": _str_field(what="the name of the feature dimension (string)"),
+        "feature_dim": _feature_dim_field(),
         "nodata": _NODATA_FIELD,
         "variables": _VARIABLES_FIELD,
     },
@@ -814,8 +853,12 @@ def _planned_data(config):
                 front="pipeline",
             )
             sizes = dict(cube.data.sizes)
-            d = sizes.pop(cube.feature_dim)
+            d = math.prod(sizes.pop(dim) for dim in _dims(cube.feature_dim))
             return int(math.prod(sizes.values())), int(d), "cube"
+    except store.SourceError as exc:
+        if exc.key == "feature_dim" and isinstance(data.get("feature_dim"), list):
+            raise  # feature dimensions that are not there: told before the run
+        return None
     except Exception:  # noqa: BLE001 - not known from metadata; the load stage reports it
         return None
     return None
@@ -899,7 +942,10 @@ def check_pipeline_data(config, where="pipeline"):
                 f"{format_bytes(available)} of available memory: set data.path to write them "
                 "blockwise to a Zarr store on the cluster, or ask for fewer samples"
             )
-    planned = _planned_data(config)
+    try:
+        planned = _planned_data(config)
+    except store.SourceError as exc:
+        raise PipelineError(f"{where}: data.feature_dim: {exc}") from None
     if planned is None:
         return []
     n, d, layout = planned
@@ -1454,7 +1500,7 @@ class Run:
                 cube = self._open_source(data, data["source"], info["feature_dim"]).data
                 # chunks of whole rows of tiles (the last sample dimension whole), so the
                 # stacked rows, and the cubes written from them, have regular chunks
-                last = [d for d in cube.dims if d != info["feature_dim"]][-1]
+                last = [d for d in cube.dims if d not in _dims(info["feature_dim"])][-1]
                 cube = cube.chunk({last: -1})
             else:
                 cube = _open_cube(self.path("load", "data.zarr"), data["variable"])
@@ -1798,6 +1844,12 @@ class Run:
     def _preprocess_cube(self, cube, feature_dim, pre):
         import xarray as xr
 
+        dims, original, split = _dims(feature_dim), cube, None
+        if len(dims) > 1:
+            # features spanning several dimensions (time, band): scaled along the one they are
+            # merged into (as the fit merges them), written with them split back
+            cube, split = merge_feature_dims(cube, dims)
+            feature_dim = FEATURE_DIM_SEP.join(dims)
         sample_dims = [dm for dm in cube.dims if dm != feature_dim]
         stacked = cube.transpose(*sample_dims, feature_dim)
         table = _dask_data(stacked).reshape((-1, stacked.shape[-1]))
@@ -1805,7 +1857,11 @@ class Run:
             table,
             pre,
             names=[str(v) for v in cube[feature_dim].values],
-            cube_info={"layout": "cube", "feature_dim": feature_dim, "sample_dims": sample_dims},
+            cube_info={
+                "layout": "cube",
+                "feature_dim": dims if split else feature_dim,
+                "sample_dims": sample_dims,
+            },
         )
         meta = self._preprocess_info()
         # the scaled cube (a sample with any missing value entirely NaN), for the fit through
@@ -1825,6 +1881,8 @@ class Run:
         kept = scaled.isel({feature_dim: meta["kept_features"]})
         scaled = scaled.where(np.isfinite(kept).all(feature_dim))
         scaled = scaled.transpose(*cube.dims)
+        if split is not None:
+            scaled = split_feature_dims(scaled, feature_dim, split).transpose(*original.dims)
         scaled.attrs = {}
         _write_cube(scaled, self.path("preprocess", "cube.zarr"), "data")
         return outputs + ["cube.zarr"], info
@@ -1845,7 +1903,10 @@ class Run:
             load_info = (_read_marker(self.dir("load")) or {}).get("info") or {}
             cube.encoding["ppa_dask_nodata"] = load_info.get("nodata")
             model.fit(
-                cube, feature_dim=meta["feature_dim"], nan_policy="drop_samples", progress=progress
+                cube,
+                feature_dim=_fit_dim(meta["feature_dim"]),
+                nan_policy="drop_samples",
+                progress=progress,
             )
         else:
             X = self._samples()

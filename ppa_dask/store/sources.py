@@ -49,6 +49,7 @@ import re
 
 import numpy as np
 
+from ppa_dask.store.feature_dims import FEATURE_DIM_SEP, merge_feature_dims
 from ppa_dask.store.results import (
     is_remote,
     local_path,
@@ -64,6 +65,7 @@ __all__ = [
     "TABLE_FORMATS",
     "ZARR",
     "Source",
+    "parse_feature_dim",
     "open_source",
     "open_input",
     "file_format",
@@ -113,7 +115,7 @@ FORMATS = {
         (".tif", ".tiff"),
         "a GeoTIFF file (its bands are the features), or a glob or list of single-band "
         "files on one grid (one band per file)",
-        ("nodata",),
+        ("nodata", "feature_dim"),
         lists=True,
     ),
     "parquet": Format(
@@ -894,6 +896,41 @@ def parse_nodata(value, where="nodata"):
     return number
 
 
+def parse_feature_dim(value, where="feature_dim"):
+    """A feature-dimension setting as given checked: None, one dimension name (a str), or
+    several (a list, a tuple or ``"time,band"``) as a tuple of names.
+
+    Examples
+    --------
+    >>> parse_feature_dim("band"), parse_feature_dim("time, band"), parse_feature_dim(["band"])
+    ('band', ('time', 'band'), 'band')
+    >>> parse_feature_dim("band,band")
+    Traceback (most recent call last):
+    ...
+    ValueError: feature_dim 'band,band' names 'band' twice; each dimension of the features is named once
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        names = [v.strip() for v in value.split(",")]
+    elif isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        names = [v.strip() for v in value]
+    else:
+        raise ValueError(
+            f"{where} must be a dimension name or a list of them (e.g. [time, band]), "
+            f"got {value!r}"
+        )
+    if not all(names):
+        raise ValueError(f"{where} {value!r} has an empty dimension name")
+    twice = [n for i, n in enumerate(names) if n in names[:i]]
+    if twice:
+        raise ValueError(
+            f"{where} {value!r} names {twice[0]!r} twice; each dimension of the features is "
+            "named once"
+        )
+    return names[0] if len(names) == 1 else tuple(names)
+
+
 def fill_candidates(dtype):
     """The fill-like values of a dtype: 0, and its minimum and maximum.
 
@@ -1169,6 +1206,19 @@ _MESSAGES = {
         "python": "{path!r} has no variable {variable!r} (variables: {names})",
         "pipeline": "{variable!r} is not a variable of {path!r} (variables: {listed})",
     },
+    "feature_dims_missing": {
+        "cli": "--feature-dim {given}: {missing!r} is not a dimension of {where} "
+        "(dimensions: {dims})",
+        "python": "feature_dim={given}: {missing!r} is not a dimension of {where} "
+        "(dimensions: {dims})",
+        "pipeline": "{given}: {missing!r} is not a dimension of {where} (dimensions: {dims})",
+    },
+    "feature_dims_table": {
+        "cli": "--feature-dim {given} stacks dimensions of a cube; {path!r} is a table (its "
+        "features are its columns)",
+        "python": "feature_dim={given} stacks dimensions of a cube; {path!r} is a table (its "
+        "features are its columns)",
+    },
     "feature_dim_missing": {
         "cli": "--feature-dim {feature_dim!r} is not a dimension of {variable!r} "
         "(dimensions: {dims})",
@@ -1180,7 +1230,14 @@ _MESSAGES = {
 
 
 # the option names as each front-end spells them
-_SPELLED = {"nodata": {"python": "nodata", "cli": "--nodata", "pipeline": "data.nodata"}}
+_SPELLED = {
+    "nodata": {"python": "nodata", "cli": "--nodata", "pipeline": "data.nodata"},
+    "feature_dim": {
+        "python": "feature_dim",
+        "cli": "--feature-dim",
+        "pipeline": "data.feature_dim",
+    },
+}
 
 
 class SourceError(ValueError):
@@ -1279,8 +1336,9 @@ class Source:
         A name of :data:`FORMATS`, or ``"zarr"``.
     path : str or list of str
         As given.
-    feature_dim : str or None
-        The cube's feature dimension (None for a table).
+    feature_dim : str, tuple of str or None
+        The cube's feature dimension, or its feature dimensions when the features span
+        several (``("time", "band")``); None for a table.
     feature_names : list of str or None
         A table's column names, a cube's feature labels; None when the input names none.
     variable : str or None
@@ -1312,7 +1370,9 @@ class Source:
         if self.kind == "cube":
             import xarray as xr
 
-            return xr.apply_ufunc(np.isfinite, self.data, dask="allowed").all(self.feature_dim)
+            dims = self.feature_dim
+            dims = list(dims) if isinstance(dims, tuple) else dims
+            return xr.apply_ufunc(np.isfinite, self.data, dask="allowed").all(dims)
         import dask.array as da
 
         return da.isfinite(self.data).all(axis=1)
@@ -1477,10 +1537,12 @@ def open_source(
         :data:`FORMATS` (by its suffix), a glob or a list of NetCDF files (a series).
     variable : str, optional
         The array or variable of a Zarr group, or the NetCDF variable.
-    feature_dim : str, optional
+    feature_dim : str, list of str or tuple of str, optional
         The dimension holding the features: a Zarr input with one is read as an xarray cube,
         without one as a ``(samples, features)`` array. A GeoTIFF's is ``band`` (the default);
-        a NetCDF cube needs one.
+        a NetCDF cube needs one. Several (``("time", "band")``, or ``"time,band"``): the
+        features span them all (a series' dates times its bands), each checked to exist; a
+        sample missing in every band of one date (no-data) is then missing as a whole.
     columns : list of str or str, optional
         Parquet / CSV: the feature columns (default: all).
     concat_dim : str, default="time"
@@ -1520,6 +1582,13 @@ def open_source(
         raise ValueError(f"front must be one of {FRONTS}, got {front!r}")
     fmt = format or source_format(path)
     nodata = parse_nodata(nodata, _SPELLED["nodata"][front])
+    try:
+        feature_dim = parse_feature_dim(feature_dim, _SPELLED["feature_dim"][front])
+    except ValueError as exc:
+        raise SourceError(str(exc), "feature_dim") from None
+    if isinstance(feature_dim, tuple):
+        options = dict(variables=variables, variable=variable, columns=columns)
+        return _several_dims(path, feature_dim, fmt, front, nodata, concat_dim, options)
     if variables is not None and feature_dim is None:
         feature_dim = VARIABLE_DIM  # several variables stacked: their names are the features
     if fmt in TABLE_FORMATS:
@@ -1550,3 +1619,49 @@ def open_source(
         cube.name,
         cube.encoding.get("ppa_dask_nodata"),
     )
+
+
+def _several_dims(path, dims, fmt, front, nodata, concat_dim, options):
+    """A cube whose features span several dimensions (``("time", "band")``): read along the
+    one its format reads features along (a GeoTIFF's ``band``, stacked variables'
+    ``variable``, else the first named), every dimension checked to exist, and a sample
+    missing in every feature of one step of the others (a date whose pixel is no-data) made
+    missing as a whole: the features of a sample are all its dates' bands."""
+    given = "[" + ", ".join(dims) + "]" if front == "pipeline" else ",".join(dims)
+    if fmt in TABLE_FORMATS:
+        _fail("feature_dims_table", front, "feature_dim", given=given, path=path)
+    if fmt == "geotiff":
+        read = BAND_DIM
+    elif options["variables"] is not None and VARIABLE_DIM in dims:
+        read = VARIABLE_DIM
+    else:
+        read = dims[0]
+    src = open_source(
+        path,
+        nodata=nodata,
+        feature_dim=read,
+        concat_dim=concat_dim,
+        format=fmt,
+        front=front,
+        **options,
+    )
+    cube = src.data
+    for d in dims:
+        if d not in cube.dims:
+            _fail(
+                "feature_dims_missing",
+                front,
+                "feature_dim",
+                given=given,
+                missing=d,
+                where=repr(cube.name) + f" in {path!r}" if cube.name else repr(path),
+                dims=", ".join(map(str, cube.dims)),
+            )
+    encoding = dict(cube.encoding)
+    others = [d for d in dims if d != read]
+    whole = cube.isnull().all(read).any(others)
+    cube = cube.where(~whole)
+    cube.encoding = encoding
+    merged, _ = merge_feature_dims(cube, dims)
+    names = [str(v) for v in merged[FEATURE_DIM_SEP.join(dims)].values]
+    return dataclasses.replace(src, data=cube, feature_dim=dims, feature_names=names)
