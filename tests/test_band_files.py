@@ -232,3 +232,52 @@ def test_cli_and_pipeline_read_a_quoted_glob_of_band_files(landsat, tmp_path, ca
     run = tmp_path / "run"
     run_pipeline(config, output=str(run), stream=io.StringIO())
     _assert_same_model(store.load_model(str(run / "03-fit" / "model.zarr")), rows)
+
+
+def test_cli_takes_the_band_files_as_separate_arguments(landsat, tmp_path, capsys):
+    """``fit A_B2.TIF A_B3.TIF A_B4.TIF MODEL``: the last argument is the model, the ones
+    before it one cube in the order given; ``transform MODEL A B C OUTPUT`` alike."""
+    pattern, paths = landsat
+    rows, valid = _by_hand(np.stack([_read(p) for p in paths]))
+    model_path = str(tmp_path / "m.zarr")
+    assert main(["fit", *paths, model_path, "--nodata", "0", "--degree", "2", *THREADS]) == 0
+    model = store.load_model(model_path)
+    _assert_same_model(model, rows)
+    assert model.xarray_layout_["feature_coords"]["band"].tolist() == ["B2", "B3", "B4"]
+    # options may come before the files too; the order given is the bands' order
+    swapped = str(tmp_path / "swapped.zarr")
+    order = [paths[1], paths[0], paths[2]]
+    assert main(["fit", "--nodata", "0", "--degree", "2", *THREADS, *order, swapped]) == 0
+    by_hand = np.stack([_read(p) for p in order])
+    _assert_same_model(store.load_model(swapped), _by_hand(by_hand)[0])
+    assert store.load_model(swapped).xarray_layout_["feature_coords"]["band"].tolist() == [
+        "B3",
+        "B2",
+        "B4",
+    ]
+    import rasterio
+
+    outs = []
+    for name, given in (("glob", [pattern]), ("files", paths)):
+        out = str(tmp_path / f"c_{name}.tif")
+        assert main(["transform", model_path, *given, out, *THREADS]) == 0
+        with rasterio.open(out) as src:
+            outs.append(src.read())
+    np.testing.assert_array_equal(outs[0], outs[1])  # the same cube either way
+    assert np.isnan(outs[1][:, ~valid.reshape(NY, NX)]).all()
+    capsys.readouterr()
+
+
+def test_several_arguments_refused_when_the_last_is_not_a_model_or_the_files_not_one_cube(
+    landsat, tmp_path, capsys
+):
+    _, paths = landsat
+    assert main(["fit", paths[0], paths[1], *THREADS]) == 2
+    err = capsys.readouterr().err
+    assert f"MODEL {paths[1]!r} is a GeoTIFF file; the last argument is where the model" in err
+    zarr_path = str(tmp_path / "m.zarr")
+    assert main(["fit", paths[0], zarr_path, str(tmp_path / "n.zarr"), *THREADS]) == 2
+    err = capsys.readouterr().err
+    assert "make one cube when they are all GeoTIFF (.tif) or all NetCDF (.nc) files" in err
+    assert "the last argument, " in err and err.count("\n") == 1
+    assert not any((tmp_path / n).exists() for n in ("m.zarr", "n.zarr"))

@@ -116,6 +116,11 @@ class Fixtures(dict):
                 dst.write(np.ones((1, 8, 8), np.uint16))
         return self.root / "grid_B*.tif"
 
+    def make_two_bands(self):
+        # the two files of {grids} as two arguments
+        self["grids"]
+        return f"{self.root / 'grid_B2.tif'} {self.root / 'grid_B3.tif'}"
+
     def make_series(self):
         # two dated GeoTIFFs of 2 and 3 bands: not one series
         import rasterio

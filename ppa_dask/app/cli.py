@@ -470,12 +470,13 @@ def _check_new_output(path, overwrite, what, inputs=None):
     if is_remote(path):
         return
     local = local_path(path)
-    for name, other in (inputs or {}).items():
-        if other and not is_remote(other) and _same_or_nested(local, local_path(other)):
-            raise CommandError(
-                f"{what} {path!r} is {name} {other!r}, inside it or holding it; write the "
-                "result to another path"
-            )
+    for name, others in (inputs or {}).items():
+        for other in others if isinstance(others, list) else [others]:
+            if other and not is_remote(other) and _same_or_nested(local, local_path(other)):
+                raise CommandError(
+                    f"{what} {path!r} is {name} {other!r}, inside it or holding it; write the "
+                    "result to another path"
+                )
     if os.path.lexists(local) and not overwrite:
         raise CommandError(f"{what} {path!r} already exists; pass --overwrite to replace it")
     _check_writable(local, what)
@@ -508,9 +509,56 @@ def _check_report(args):
         _check_writable(report, "--performance-report")
 
 
+#: Hidden positional collecting what follows the usual two: ``fit A B C MODEL``.
+_MORE = "more"
+
+
+def _add_more(p):
+    # several input files: the positionals after the usual ones, the last of all being the
+    # output; the usage line says so (argparse would list this as a second MODEL)
+    p.add_argument(_MORE, nargs="*", help=argparse.SUPPRESS)
+
+
+def _several_inputs(args, last):
+    """``fit A B C MODEL`` / ``transform MODEL A B C OUTPUT``: the last positional is the
+    output (``last``: its attribute), those from INPUT to it the input files, a list of NetCDF
+    or GeoTIFF files (one cube: one band per file, or a series). One INPUT is left as it is."""
+    more = getattr(args, _MORE, None) or []
+    out_name = "MODEL" if last == "model" else "OUTPUT"
+    if more:
+        args.input = [args.input, getattr(args, last), *more[:-1]]
+        setattr(args, last, more[-1])
+        setattr(args, _MORE, [])  # done once (main does it before the outputs are noted)
+        fmt = store.sources.file_format(args.input)
+        if fmt not in store.sources.CUBE_FORMATS:
+            listed = ", ".join(map(repr, args.input))
+            raise CommandError(
+                f"several INPUT files ({listed}) make one cube when they are all GeoTIFF "
+                f"({_sfx('geotiff')}) or all NetCDF ({_sfx('netcdf')}) files; the last "
+                f"argument, {getattr(args, last)!r}, is {out_name}"
+            )
+    out = getattr(args, last)
+    kind = store.sources.FORMATS.get(store.sources.file_format(out) or "")
+    if last == "model" and kind is not None:
+        # 'fit a_B2.TIF a_B3.TIF' without a model: the last file would be taken for it
+        raise CommandError(
+            f"MODEL {out!r} is a {kind.label} file; the last argument is where the model is "
+            "saved (a .zarr folder): ppa-dask fit INPUT [INPUT ...] MODEL"
+        )
+
+
+#: The commands taking several input files, and the argument that is their output.
+_SEVERAL_INPUTS = {"fit": "model", "transform": "output"}
+
+
+def _inputs_text(path):
+    return " ".join(path) if isinstance(path, list) else path
+
+
 def _add_fit(subparsers):
     p = subparsers.add_parser(
         "fit",
+        usage="%(prog)s [options] INPUT [INPUT ...] MODEL",
         help="fit PPA on a Zarr array or cube and save the model",
         description=(
             "Fit PPA on INPUT (a Zarr array of samples x features, a variable of a Zarr group, "
@@ -521,10 +569,16 @@ def _add_fit(subparsers):
     p.add_argument(
         "input",
         metavar="INPUT",
-        help=f"Zarr store (local path or fsspec URL), NetCDF ({_sfx('netcdf')}, or a quoted glob "
-        f"of them), GeoTIFF ({_sfx('geotiff')}), Parquet or CSV",
+        help=f"Zarr store (local path or fsspec URL), NetCDF ({_sfx('netcdf')}), GeoTIFF "
+        f"({_sfx('geotiff')}), Parquet or CSV; several NetCDF or GeoTIFF files (each an "
+        "argument, or a quoted glob) are one cube: one band per file, or a series",
     )
-    p.add_argument("model", metavar="MODEL", help="where to save the model (a .zarr folder)")
+    p.add_argument(
+        "model",
+        metavar="MODEL",
+        help="where to save the model (a .zarr folder): the last argument",
+    )
+    _add_more(p)
     _add_input_options(p)
     p.add_argument(
         "--feature-dim",
@@ -587,6 +641,7 @@ def run_fit(args, stream=None):
     """The ``fit`` command."""
     stream = sys.stdout if stream is None else stream
 
+    _several_inputs(args, "model")
     _check_new_output(args.model, args.overwrite, "MODEL", {"INPUT": args.input})
     _check_report(args)
     variable, variables = store.sources.variable_choice(args.variable)
@@ -619,7 +674,7 @@ def run_fit(args, stream=None):
     progress = Reporter(stream)
     _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
     shape = dict(X.sizes) if args.feature_dim else f"{X.shape[0]:,} x {X.shape[1]}"
-    progress.say(f"ppa-dask fit {args.input} ({shape}) -> {args.model}")
+    progress.say(f"ppa-dask fit {_inputs_text(args.input)} ({shape}) -> {args.model}")
     with command_session(args, progress):
         with progress.stage("fit_s", f"fitting {model!r}"):
             kwargs = (
@@ -641,7 +696,8 @@ def run_fit(args, stream=None):
 
 
 def _add_apply(subparsers, name, help_, description, func):
-    p = subparsers.add_parser(name, help=help_, description=description)
+    usage = "%(prog)s [options] MODEL INPUT " + ("[INPUT ...] " if name == "transform" else "")
+    p = subparsers.add_parser(name, help=help_, description=description, usage=usage + "OUTPUT")
     p.add_argument("model", metavar="MODEL", help="a model saved by 'ppa-dask fit'")
     p.add_argument(
         "input", metavar="INPUT", help="Zarr store, NetCDF, GeoTIFF, Parquet or CSV (as for fit)"
@@ -652,6 +708,8 @@ def _add_apply(subparsers, name, help_, description, func):
         help=f"Zarr array (or xarray group) to write; {_sfx('geotiff')} / {_sfx('netcdf')} write "
         f"a GeoTIFF / NetCDF (cube models), {_sfx('parquet')} / {_sfx('csv')} a table",
     )
+    if name == "transform":
+        _add_more(p)  # transform MODEL A_B2.TIF A_B3.TIF OUTPUT, as fit reads them
     _add_input_options(p)
     if name == "transform":
         p.add_argument(
@@ -716,6 +774,8 @@ def _layout_dim(model):
 def _apply(args, stream, what):
     stream = sys.stdout if stream is None else stream
 
+    if what == "transform":
+        _several_inputs(args, "output")
     _check_new_output(
         args.output, args.overwrite, "OUTPUT", {"INPUT": args.input, "MODEL": args.model}
     )
@@ -729,7 +789,7 @@ def _apply(args, stream, what):
         raise CommandError(refusal)
     progress = Reporter(stream)
     _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
-    progress.say(f"ppa-dask {what} {args.input} with {args.model} -> {args.output}")
+    progress.say(f"ppa-dask {what} {_inputs_text(args.input)} with {args.model} -> {args.output}")
     cube_dim = _layout_dim(model)
     with command_session(args, progress):
         with progress.stage(f"{what}_s", f"{what}: computing and writing"):
@@ -945,6 +1005,11 @@ def main(argv=None) -> int:
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     args.argv = [PROG, *argv]
+    try:
+        if args.command in _SEVERAL_INPUTS:
+            _several_inputs(args, _SEVERAL_INPUTS[args.command])
+    except CommandError as exc:
+        return _error(exc)
     before = faults.outputs_present(args)
     try:
         # Ctrl-C and SIGTERM (a batch job's time limit, scancel) unwind the command: jobs
