@@ -35,6 +35,12 @@ import time
 import numpy as np
 
 from ppa_dask.app import reports as common
+from ppa_dask.app.reproductions import (
+    add_record_option,
+    make_record,
+    recorded_command,
+    write_record,
+)
 
 N_SELECTED = 2  # the paper's n-bar: SVM-S keeps 2 features, SVM-E 1 feature + the posterior
 
@@ -126,6 +132,19 @@ def extraction_task(X, y, seed, s, kernel, kept, C_grid, gamma_grid, cv):
         ).fit(Xtr, y[train])
         f1 = f1_score(y[test], model.predict(Xte), average="weighted")
     return [{"split": s, "kernel": kernel, "method": "SVM-E", "kept": str(kept), "f1": f1}]
+
+
+def one_task(kind, **kwargs):
+    """A task of the fan-out: :func:`methods_task` or :func:`extraction_task`."""
+    return (methods_task if kind == "methods" else extraction_task)(**kwargs)
+
+
+def _expected_cost(task):
+    """Relative run time of a task (measured: Gaussian methods ~35 s, Gaussian SVM-E ~8 s,
+    linear methods ~2.5 s, linear SVM-E ~1 s at 5 folds and the paper's grids)."""
+    searches = 3 if task["kind"] == "methods" else 1
+    points = len(task["C_grid"]) * (len(task["gamma_grid"]) if task["kernel"] == "rbf" else 1)
+    return searches * points
 
 
 def summarize(rows):
@@ -263,7 +282,7 @@ def run(
     t0 = time.perf_counter()
     with common.cluster(client=client, workers=n_workers) as c:
         # the data are small: scattered once, shared by all tasks
-        Xf, yf = c.scatter([X, y], broadcast=True)
+        Xf, yf = (X, y) if c is None else c.scatter([X, y], broadcast=True)
         tasks_m = [
             dict(X=Xf, y=yf, seed=seed, s=s, kernel=k, **grids)
             for s in range(n_splits)
@@ -275,9 +294,18 @@ def run(
             for k in kernels
             for f in kept
         ]
-        parts = common.fan_out(c, methods_task, tasks_m) + common.fan_out(
-            c, extraction_task, tasks_e
-        )
+        # one fan-out, the longest tasks first (the Gaussian kernel's NB/SVM/SVM-S/SVM-VSK
+        # task holds three 96-point searches, ~4x an SVM-E task and ~15x a linear one), so
+        # no long task starts last and runs on alone while the other workers idle
+        tasks = [dict(kind="methods", **t) for t in tasks_m] + [
+            dict(kind="extraction", **t) for t in tasks_e
+        ]
+        order = sorted(range(len(tasks)), key=lambda i: _expected_cost(tasks[i]), reverse=True)
+        done = common.fan_out(c, one_task, [tasks[i] for i in order])
+        parts = [None] * len(tasks)
+        for i, part in zip(order, done):
+            parts[i] = part
+    elapsed = time.perf_counter() - t0
     rows = [r for part in parts for r in part]
     df, full, table4, table5 = summarize(rows)
     df.to_csv(os.path.join(output, "bc_results.csv"), index=False)
@@ -301,31 +329,114 @@ def run(
             f"{len(tasks_m) + len(tasks_e)} tasks in {time.perf_counter() - t0:.1f} s; "
             f"written to {output}"
         )
-    return {"results": df, "methods": table4, "svm_e": table5}
+    return {"results": df, "methods": table4, "svm_e": table5, "seconds": elapsed}
 
 
-def main(argv=None):
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default="vsk-breast-cancer")
     parser.add_argument("--n-splits", type=int, default=10, help="split 0 is the fixed split")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kernels", default="linear,rbf")
+    parser.add_argument(
+        "--kept",
+        default=None,
+        help="SVM-E's kept features, comma separated indices 0-8 (default: all nine)",
+    )
     parser.add_argument("--cv", type=int, default=5)
     parser.add_argument("--coarse-grid", action="store_true", help="every other grid value")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2, help="0 runs the tasks in process")
+    add_record_option(parser)
     args = parser.parse_args(argv)
+    args.kernels = tuple(args.kernels.split(","))
+    if not set(args.kernels) <= {"linear", "rbf"}:
+        parser.error(f"--kernels: expected linear and/or rbf, got {','.join(args.kernels)}")
+    if args.kept is not None:
+        try:
+            args.kept = tuple(int(v) for v in args.kept.split(","))
+        except ValueError:
+            parser.error(f"--kept: expected indices separated by commas, got {args.kept!r}")
+        if not all(0 <= k < len(FEATURES) for k in args.kept):
+            parser.error(f"--kept: feature indices are 0-{len(FEATURES) - 1}, got {args.kept}")
+    if args.n_splits < 1 or args.cv < 2 or args.workers < 0:
+        parser.error("--n-splits must be >= 1, --cv >= 2 and --workers >= 0")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     step = 2 if args.coarse_grid else 1
-    run(
+    out = run(
         args.output,
         args.n_splits,
         args.seed,
-        tuple(args.kernels.split(",")),
-        None,
+        args.kernels,
+        args.kept,
         common.C_GRID[::step],
         common.GAMMA_GRID[::step],
         args.cv,
         None,
         args.workers,
+    )
+    if args.record:
+        write_record(args.record, make_bc_record(args, argv, out))
+    return out
+
+
+#: Options of the test suite's smaller rerun of the saved record (a subset of its cells).
+REDUCED = ("--n-splits", "2", "--kernels", "linear", "--kept", "0,5")
+KERNEL_LABELS = {"linear": "linear", "rbf": "Gaussian"}
+
+
+def make_bc_record(args, argv, out):
+    """The reproduction record of a run: one cell per (split, kernel, method, kept feature)
+    (the paper's Tables 4-5)."""
+    cells = [
+        dict(
+            kernel=r["kernel"],
+            method=r["method"],
+            kept=r["kept"] if r["method"] == "SVM-E" else "",
+            split=int(r["split"]),
+            seed=common.task_seed(args.seed, int(r["split"])),
+            selected=r["kept"] if r["method"] == "SVM-S" else "",
+            f1=float(r["f1"]),
+        )
+        for r in out["results"].to_dict("records")
+    ]
+    names = {str(i): f"{i}: {name}" for i, name in enumerate(FEATURES)}
+    shared = dict(value="f1", column="kernel", over="split", digits=3, labels=KERNEL_LABELS,
+                  count_header="splits")  # fmt: skip
+    methods = ["NB", "SVM", "SVM-S", "SVM-VSK"]
+    fixed = "the fixed split (split 0)"
+    tables = [
+        dict(shared, name="table4", rows=["method"], where=dict(method=methods), range=True,
+             title="Table 4: weighted F1 on the test half, NB, SVM, SVM-S and SVM-VSK"),
+        dict(shared, name="table4_fixed", rows=["method"], where=dict(method=methods, split=0),
+             single=fixed, title="Table 4 on the fixed split (the paper reports one split)"),
+        dict(shared, name="table5", rows=["kept"], where=dict(method="SVM-E"), range=True,
+             row_labels=names, row_headers=["kept feature"],
+             title="Table 5: SVM-E (the kept feature + the NB posterior of the other 8), "
+             "weighted F1 on the test half"),
+        dict(shared, name="table5_fixed", rows=["kept"], where=dict(method="SVM-E", split=0),
+             row_labels=names, row_headers=["kept feature"], single=fixed,
+             title="Table 5 on the fixed split"),
+    ]  # fmt: skip
+    figures = [
+        dict(name="table4", kind="bars", table="table4", ylabel="weighted F1 (test half)"),
+        dict(name="table5", kind="bars", table="table5", ylabel="weighted F1 (test half)"),
+    ]
+    return make_record(
+        "vsk_breast_cancer",
+        "NB, SVM, SVM-S, SVM-VSK and SVM-E on the Wisconsin breast cancer data",
+        "Campi et al. 2021, Sec. 7, Tables 4-5",
+        recorded_command(__file__, argv),
+        seeds=sorted({args.seed} | {c["seed"] for c in cells}),
+        keys=["kernel", "method", "kept", "split"],
+        cells=cells,
+        tables=tables,
+        figures=figures,
+        reduced=REDUCED,
+        run_seconds=out["seconds"],
     )
 
 

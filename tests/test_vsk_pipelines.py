@@ -216,3 +216,50 @@ def test_blockwise_diagnostics_on_the_cluster_equal_dense(client):
     assert blockwise_condition_number(Xd, Pd, "rbf", 300.0, tile_rows=120) == pytest.approx(
         condition_number(K), rel=1e-6
     )
+
+
+def test_weighted_f1_is_scikit_learns_weighted_f1_to_the_bit():
+    # the grid searches score with reports.weighted_f1 (scikit-learn's checks of the labels
+    # took half the breast cancer pipeline's time); it must be the same float, or ties
+    # between grid points could break differently
+    import warnings
+
+    from sklearn.metrics import f1_score
+
+    rng = np.random.default_rng(7)
+    names = np.array(["benign", "malignant", "other", "x", "y"])
+    for i in range(600):
+        n = int(rng.integers(1, 80))
+        y_true = rng.integers(0, int(rng.integers(1, 4)), n)
+        y_pred = rng.integers(0, int(rng.integers(1, 5)), n)  # labels absent from either side
+        if i % 3 == 0:
+            y_true, y_pred = names[y_true], names[y_pred]
+        elif i % 3 == 1:
+            y_true, y_pred = 2 * y_true + 2, 2 * y_pred + 2  # the breast cancer labels 2 / 4
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # zero divisions: scikit-learn warns, both give 0
+            expected = f1_score(y_true, y_pred, average="weighted")
+        assert reports.weighted_f1(y_true, y_pred) == expected, (y_true, y_pred)
+    with pytest.raises(ValueError, match="one length, got 3 and 2 labels"):
+        reports.weighted_f1([1, 2, 2], [1, 2])
+
+
+def test_tuned_search_scores_as_the_f1_weighted_search():
+    # the same cross-validated scores and the same choice as scoring="f1_weighted", on the
+    # breast cancer split the pipeline uses (SVM and SVM-VSK, Gaussian kernel)
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.svm import SVC
+
+    from ppa_dask.vsk import make_svm_vsk
+
+    bc = _load("vsk_breast_cancer")
+    X, y = reports.load_breast_cancer()
+    train, test = bc.split(len(y), 0, 1)
+    Xtr, _ = bc._scaled(X, train, test)
+    for estimator, prefix in ((SVC(kernel="rbf"), ""), (make_svm_vsk("rbf"), "svc__")):
+        grid = reports.svm_grid("rbf", prefix, (2.0**-6, 0.5, 8.0, 32.0), (1e-6, 0.1, 1.0, 10.0))
+        ours = reports.tuned(estimator, grid, cv=5).fit(Xtr, y[train])
+        theirs = GridSearchCV(estimator, grid, cv=5, scoring="f1_weighted").fit(Xtr, y[train])
+        for key in [f"split{i}_test_score" for i in range(5)] + ["mean_test_score"]:
+            np.testing.assert_array_equal(ours.cv_results_[key], theirs.cv_results_[key])
+        assert ours.best_params_ == theirs.best_params_
