@@ -11,7 +11,7 @@ import pytest
 import rioxarray  # noqa: F401  (the .rio accessor)
 import xarray as xr
 
-from ppa_dask.store import write_cube
+from ppa_dask.store import write_cube, write_result
 
 
 def scene():
@@ -40,34 +40,41 @@ def components(like):
     return out.drop_vars("spatial_ref").rename("components")
 
 
+def _read_back(path, suffix):
+    """(the written variable, the file's global attributes), georeferencing decoded."""
+    if suffix == ".tif":
+        back = rioxarray.open_rasterio(path).load()
+        return back, back.attrs
+    if suffix == ".nc":
+        ds = xr.open_dataset(path, engine="h5netcdf", decode_coords="all")
+    else:
+        ds = xr.open_zarr(path, decode_coords="all", consolidated=False)
+    return ds["components"].load(), ds.attrs
+
+
+@pytest.mark.parametrize("dtype", [None, "float32", "float64"])
 @pytest.mark.parametrize("kind", ["Dataset", "DataArray"])
-@pytest.mark.parametrize("suffix", [".tif", ".nc"])
-def test_written_like_the_input_with_its_georeferencing_and_dtype(tmp_path, kind, suffix):
+@pytest.mark.parametrize("suffix", [".tif", ".nc", ".zarr"])
+def test_written_like_the_input_with_its_georeferencing_and_dtype(tmp_path, kind, suffix, dtype):
+    """Every format a cube result is written in (write_result: GeoTIFF, NetCDF, a Zarr
+    group): the CRS and transform, y / x coordinates, units and global attributes of ``like``
+    (the result has none of them), and the dtype asked for, float32 by default for uint16."""
     ds = scene()
     like = ds if kind == "Dataset" else ds["refl"]
     out = components(ds)
-    path = write_cube(out, tmp_path / f"c{suffix}", like=like)
-    if suffix == ".tif":
-        back = rioxarray.open_rasterio(path).load()
-        assert back.rio.crs == ds.rio.crs
-        assert back.rio.transform() == ds["refl"].rio.transform()
-    else:
-        back = xr.open_dataset(path, engine="h5netcdf")["components"].load()
-        if kind == "Dataset":
-            got = xr.open_dataset(path, engine="h5netcdf").attrs
-            assert got["title"] == "a test scene" and got["source"] == "tests"
-        else:
-            assert back.attrs["units"] == "DN"
+    out.attrs = {}
+    path = write_result(out, str(tmp_path / f"c{suffix}"), like=like, dtype=dtype)
+    back, global_attrs = _read_back(path, suffix)
+    assert back.rio.crs == ds.rio.crs
+    assert back.rio.transform() == ds["refl"].rio.transform()
     for name in ("y", "x"):
         np.testing.assert_array_equal(back[name].values, ds[name].values)
-    # uint16 input: float32 by default, and the values are the results in float32
-    assert back.dtype == np.float32
-    np.testing.assert_array_equal(back.values, out.values.astype(np.float32))
-    wide = write_cube(out, tmp_path / f"w{suffix}", like=like, dtype="float64")
-    if suffix == ".tif":
-        assert rioxarray.open_rasterio(wide).dtype == np.float64
-    else:
-        assert xr.open_dataset(wide, engine="h5netcdf")["components"].dtype == np.float64
+    assert back.attrs["units"] == "DN"
+    if kind == "Dataset":
+        assert global_attrs["title"] == "a test scene" and global_attrs["source"] == "tests"
+    expected = np.dtype(dtype or np.float32)  # uint16 input: float32 unless told
+    assert back.dtype == expected
+    np.testing.assert_array_equal(back.values, out.values.astype(expected))
 
 
 def test_float64_input_is_written_float64_and_other_dtypes_are_refused(tmp_path):
@@ -94,3 +101,51 @@ def test_cli_transform_writes_float32_for_integer_input_unless_told(tmp_path, ca
         back = rioxarray.open_rasterio(out)
         assert back.dtype == expected and back.rio.crs == ds.rio.crs
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("suffix", [".tif", ".nc", ".zarr"])
+def test_cli_dtype_and_georeferencing_for_every_output_format(tmp_path, capsys, suffix):
+    """transform and inverse, each output format: float32 by default for a uint16 scene,
+    float64 with --dtype float64, the scene's CRS, transform and coordinates; the inverse of
+    float64 components is the scene (all components kept)."""
+    from ppa_dask.app.cli import main
+
+    ds = scene()
+    source = str(tmp_path / "scene.tif")
+    ds["refl"].rio.to_raster(source, tiled=True, blockxsize=16, blockysize=16)
+    model = str(tmp_path / "m.zarr")
+    threads = ["--scheduler", "threads"]
+    assert main(["fit", source, model, "--degree", "2", *threads]) == 0
+    comps = {}
+    for dtype in (None, "float64"):
+        extra = [] if dtype is None else ["--dtype", dtype]
+        out = str(tmp_path / f"c_{dtype}{suffix}")
+        assert main(["transform", model, source, out, *extra, *threads]) == 0
+        back = _components_file(out, suffix)
+        assert back.dtype == np.dtype(dtype or np.float32)
+        assert back.rio.crs == ds.rio.crs
+        assert back.rio.transform() == ds["refl"].rio.transform()
+        np.testing.assert_array_equal(back["x"].values, ds["x"].values)
+        comps[dtype] = out
+    recon = str(tmp_path / f"r{suffix}")
+    wide = comps["float64"]
+    assert main(["inverse", model, wide, recon, "--dtype", "float64", *threads]) == 0
+    back = _components_file(recon, suffix)
+    assert back.dtype == np.float64 and back.rio.crs == ds.rio.crs
+    np.testing.assert_allclose(back.values, ds["refl"].values.astype(float), rtol=1e-9)
+    narrow = str(tmp_path / f"r32{suffix}")
+    assert main(["inverse", model, wide, narrow, *threads]) == 0
+    assert _components_file(narrow, suffix).dtype == np.float64  # its input is float64
+    capsys.readouterr()
+
+
+def _components_file(path, suffix):
+    """The one data variable of a file the CLI wrote, georeferencing decoded."""
+    if suffix == ".tif":
+        return rioxarray.open_rasterio(path).load()
+    if suffix == ".nc":
+        ds = xr.open_dataset(path, engine="h5netcdf", decode_coords="all")
+    else:
+        ds = xr.open_zarr(path, decode_coords="all", consolidated=False)
+    (name,) = ds.data_vars
+    return ds[name].load()

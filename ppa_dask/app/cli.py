@@ -723,8 +723,8 @@ def _add_apply(subparsers, name, help_, description, func):
         "--dtype",
         choices=("float32", "float64"),
         default=None,
-        help="GeoTIFF / NetCDF OUTPUT: the dtype written (default: float32 for float32 or "
-        "integer input, float64 otherwise)",
+        help="the dtype OUTPUT is written in, every format (default: cube models float32 for "
+        "float32 or integer INPUT, float64 otherwise; tables float64)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     _add_cluster_options(p)

@@ -32,6 +32,7 @@ import threading
 import numpy as np
 
 from ppa_dask.store.results import (
+    ATTRS_KEY,
     check_target,
     local_path,
     move_into_place,
@@ -149,7 +150,10 @@ def _like_attrs(like):
         source = like.encoding.get("source")
         var_attrs = dict(like.attrs)
     elif isinstance(like, xr.Dataset):
-        return {}, dict(like.attrs), like.encoding.get("source")
+        # a Dataset of one variable (a file's): that variable's attributes too
+        names = list(like.data_vars)
+        var_attrs = dict(like[names[0]].attrs) if len(names) == 1 else {}
+        return var_attrs, dict(like.attrs), like.encoding.get("source")
     else:
         raise TypeError(f"like must be an xarray object or a file path, got {type(like)}")
     global_attrs = {}
@@ -202,6 +206,53 @@ def _output_dtype(dtype, like):
     return np.dtype(np.float32 if small else np.float64)
 
 
+def _georeferenced(obj, like):
+    """``obj`` with the CRS of ``like`` (a DataArray or Dataset read from a raster) when it has
+    none of its own, and ``like``'s transform when they share the grid: every format writes
+    the georeferencing of the input (GeoTIFF tags; NetCDF and Zarr: the CF ``spatial_ref``
+    grid mapping, which rioxarray reads back)."""
+    import rioxarray  # noqa: F401  (registers the .rio accessor)
+
+    if like is None or isinstance(like, (str, os.PathLike)) or "y" not in obj.dims:
+        return obj
+    try:
+        if obj.rio.crs is not None:
+            return obj
+        crs = like.rio.crs
+    except Exception:  # no usable grid mapping
+        return obj
+    if crs is None:
+        return obj
+    same_grid = like.sizes.get("y") == obj.sizes["y"] and like.sizes.get("x") == obj.sizes["x"]
+    transform = like.rio.transform() if same_grid else None
+    obj = obj.rio.write_crs(crs)
+    return obj if transform is None else obj.rio.write_transform(transform)
+
+
+def _result_attrs(obj, like):
+    """(the variable's attributes, the file's global attributes) of a result written like the
+    input ``like``: its ``long_name`` / ``units`` (components: "PPA coefficients of ..." in
+    the input's units, PPA being volume preserving) and the input's global attributes."""
+    import xarray as xr
+
+    var_attrs, global_attrs, _ = _like_attrs(like)
+    attrs = dict(obj.attrs) if isinstance(obj, xr.DataArray) else {}
+    if isinstance(obj, xr.DataArray) and _COMPONENT_DIM in obj.dims:
+        source_name = var_attrs.get("long_name") or (
+            getattr(like, "name", None) if isinstance(like, xr.DataArray) else None
+        )
+        attrs.setdefault(
+            "long_name", "PPA coefficients" + (f" of {source_name}" if source_name else "")
+        )
+        if "units" in var_attrs:
+            attrs.setdefault("units", var_attrs["units"])
+    else:
+        for key in ("long_name", "standard_name", "units"):
+            if key in var_attrs:
+                attrs.setdefault(key, var_attrs[key])
+    return attrs, global_attrs
+
+
 def _write_geotiff(obj, tmp, like, block, what, dtype=np.float64):
     import rioxarray  # noqa: F401  (registers the .rio accessor)
 
@@ -209,22 +260,18 @@ def _write_geotiff(obj, tmp, like, block, what, dtype=np.float64):
     if band is None:
         obj = obj.expand_dims({BAND_DIM: [1]})
         band = BAND_DIM
-    obj = obj.transpose(band, "y", "x")
-    if obj.rio.crs is None and like is not None and getattr(like, "rio", None) is not None:
-        try:
-            crs = like.rio.crs
-        except Exception:
-            crs = None
-        if crs is not None:
-            obj = obj.rio.write_crs(crs)
-            if like.sizes.get("y") == obj.sizes["y"] and like.sizes.get("x") == obj.sizes["x"]:
-                obj = obj.rio.write_transform(like.rio.transform())
+    obj = _georeferenced(obj.transpose(band, "y", "x"), like)
+    var_attrs, global_attrs = _result_attrs(obj, like)
     if band in obj.coords:
         labels = [f"{band} {v}" for v in np.asarray(obj[band].values).tolist()]
     else:
         labels = [f"{band} {i + 1}" for i in range(obj.sizes[band])]
     obj = obj.astype(dtype)
-    obj.attrs = {"long_name": tuple(labels)}
+    # TIFF tags: the input's global attributes and units; the bands' descriptions
+    tags = {k: v for k, v in global_attrs.items() if isinstance(v, (str, int, float))}
+    if "units" in var_attrs:
+        tags["units"] = var_attrs["units"]
+    obj.attrs = {**tags, "long_name": tuple(labels)}
     obj = obj.rio.write_nodata(np.nan, encoded=False)
     # the input's tiles (a Dataset's chunks are a mapping, a DataArray's a tuple: chunksizes
     # is the mapping of both)
@@ -249,41 +296,35 @@ def _write_geotiff(obj, tmp, like, block, what, dtype=np.float64):
     )
 
 
-def _write_netcdf(obj, tmp, like, name, what, dtype=np.float64):
+def _result_dataset(obj, like, name, dtype):
+    """The Dataset a NetCDF file or a Zarr group of a result holds: the variable named
+    ``name`` (default ``obj.name``), floats in ``dtype``, the input's georeferencing and
+    attributes (:func:`_georeferenced`, :func:`_result_attrs`), CF ``Conventions``."""
     import xarray as xr
 
-    var_attrs, global_attrs, _ = _like_attrs(like)
+    if not isinstance(obj, (xr.DataArray, xr.Dataset)):
+        raise TypeError(f"write_cube needs an xarray DataArray or Dataset, got {type(obj)}")
+    obj = _georeferenced(obj, like)
+    attrs, global_attrs = _result_attrs(obj, like)
     if isinstance(obj, xr.DataArray):
         name = name or (obj.name if obj.name is not None else "data")
-        attrs = dict(obj.attrs)
-        if _COMPONENT_DIM in obj.dims:
-            source_name = var_attrs.get("long_name") or (
-                getattr(like, "name", None) if isinstance(like, xr.DataArray) else None
-            )
-            attrs.setdefault(
-                "long_name",
-                "PPA coefficients" + (f" of {source_name}" if source_name else ""),
-            )
-            # PPA is volume preserving: the coefficients are lengths in the input's units
-            if "units" in var_attrs:
-                attrs.setdefault("units", var_attrs["units"])
-        else:
-            for key in ("long_name", "standard_name", "units"):
-                if key in var_attrs:
-                    attrs.setdefault(key, var_attrs[key])
         ds = obj.rename(name).to_dataset()
         ds[name].attrs = attrs
-    elif isinstance(obj, xr.Dataset):
-        ds = obj.copy()
     else:
-        raise TypeError(f"write_cube needs an xarray DataArray or Dataset, got {type(obj)}")
+        ds = obj.copy()
     for v in ds.data_vars:
         if ds[v].dtype.kind == "f":
             ds[v] = ds[v].astype(dtype)
     if _COMPONENT_DIM in ds.coords:
         ds[_COMPONENT_DIM].attrs.setdefault("long_name", "PPA component (1 = first)")
-    ds.attrs = {**global_attrs, **ds.attrs, _NC_ATTR: _record(what)}
+    ds.attrs = {**global_attrs, **ds.attrs}
     ds.attrs.setdefault("Conventions", "CF-1.8")
+    return ds
+
+
+def _write_netcdf(obj, tmp, like, name, what, dtype=np.float64):
+    ds = _result_dataset(obj, like, name, dtype)
+    ds.attrs[_NC_ATTR] = _record(what)
     encoding = {}
     for v in ds.variables:
         ds[v].encoding = {}
@@ -534,7 +575,9 @@ def write_result(
     overwrite : bool, default=False
         Replace an existing output of ppa-dask.
     name, what, dtype :
-        As for :func:`write_cube`.
+        As for :func:`write_cube`; a Zarr group of an xarray result is written like a NetCDF
+        file (``like``'s CRS, transform and attributes, ``dtype`` by the same default). Arrays
+        are written float64 unless ``dtype`` is given.
     columns : list of str, optional
         Table formats: the column names.
     attrs : dict, optional
@@ -560,9 +603,13 @@ def write_result(
             return write_cube(
                 out, path, like=like, name=name, overwrite=overwrite, what=what, dtype=dtype
             )
-        if name is not None and isinstance(out, xr.DataArray):
-            out = out.rename(name)
-        return write_dataset(out, path, overwrite=overwrite)
+        # a Zarr group: the same variable, dtype, georeferencing and attributes as a NetCDF
+        # file of the result
+        ds = _result_dataset(out, like, name, _output_dtype(dtype, like))
+        ds.attrs.pop(ATTRS_KEY, None)  # the group's own record goes there
+        return write_dataset(ds, path, overwrite=overwrite)
+    if dtype is not None:
+        out = out.astype(_output_dtype(dtype, None))  # tables: float64 unless told
     if fmt in TABLE_FORMATS:
         return write_table(out, path, columns, overwrite=overwrite, what=what)
     return write_array(out, path, overwrite=overwrite, attrs=attrs)
