@@ -1296,9 +1296,10 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
     if scheduler not in _IN_PROCESS:  # in process: the line below says so
         progress.say(f"connecting: {what}")
     if cluster is None:
-        # the kernels compiled (or loaded) in a thread of this process while the local workers
-        # start: they then load the cache instead of each compiling it (ppa.fused)
-        fused.compile_kernels(wait=False)
+        # on a first run on this machine the kernels are compiled in a process of their own while
+        # the local workers start and the data are read: every process then loads the cache
+        # instead of compiling it (ppa.fused)
+        fused.compile_in_background()
     with open_client(
         cluster=cluster,
         scheduler=scheduler,
