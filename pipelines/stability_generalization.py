@@ -51,10 +51,16 @@ import time
 import numpy as np
 
 from ppa_dask.app import reports as common
+from ppa_dask.app.reproductions import make_record, recorded_command, write_record
 
 VAR_MU = 6.2962
 SNR = 3.52
+#: The weak signal's per-feature weight: ``Var(WEAK_SCALE * sum of 10 U(0, 1)) = VAR_MU``.
+WEAK_SCALE = math.sqrt(VAR_MU / (10 / 12))
 ESTIMATORS = ("rf", "dt", "ada", "gbrt")
+#: The partial-MI residualizers (S.1.6): random forest, decision tree, AdaBoost, gradient
+#: boosting, the scikit-learn regressors of :func:`make_residualizer`.
+RESIDUALIZERS = ("rf", "dt", "ada", "gbrt")
 #: Grid subsamples of the bootstrap summaries (the paper's 100 replicates of a third of a grid).
 N_BOOTSTRAP = 100
 
@@ -87,6 +93,73 @@ PAPER = {
 }
 #: Section S.1.5, random forests on MARSadd at nu = 1: R^2 and information of the full grid.
 PAPER_RF_MARSADD = dict(R2_II=0.143, R2_FI=0.120, R2_FI_II=0.345, PMI=0.469, MI_FI_II=0.558)
+#: Section S.1.5 at nu = 1 and nu = 0 (random forests on MARSadd), by our measure names:
+#: MI_joint is I((FI, II); gap), MI_FI_II is I(FI; II).
+PAPER_S15 = {
+    1.0: dict(R2_II=0.143, R2_FI=0.120, R2_FI_II=0.345, MI_joint=1.345, PMI_FI_given_II=0.469,
+              PMI_II_given_FI=0.439, MI_FI_II=0.558),
+    0.0: dict(R2_II=0.231, R2_FI=0.546, R2_FI_II=0.675, MI_joint=1.062, PMI_FI_given_II=0.498,
+              PMI_II_given_FI=0.402, MI_FI_II=0.748),
+}  # fmt: skip
+#: Tables S.2 (PMI(FI; gap | II)), S.3 (dR2), S.6 (PMI minus the noise controls' mean) and
+#: S.7 (dR2 minus theirs) of the synthetic sweep: per nu, for each residualizer (rf, dt, ada,
+#: gbrt) the four base estimators (rf, dt, ada, gbrt) in that order.
+PAPER_NU = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+PAPER_SWEEP = {
+    "PMI": [
+        [.380, .633, .485, .376, .417, .841, .598, .696, .375, .582, .460, .350, .337, .486, .432, .343],
+        [.251, .496, .454, .443, .325, .723, .590, .644, .263, .441, .455, .404, .239, .391, .378, .360],
+        [.238, .378, .347, .375, .252, .555, .428, .525, .239, .342, .349, .365, .223, .335, .303, .340],
+        [.228, .373, .522, .306, .299, .495, .636, .424, .249, .344, .512, .281, .226, .352, .427, .255],
+        [.223, .322, .582, .368, .236, .404, .682, .550, .229, .307, .595, .348, .222, .294, .477, .318],
+        [.250, .303, .458, .414, .291, .378, .585, .537, .265, .291, .488, .397, .224, .302, .379, .381],
+    ],
+    "dR2": [
+        [.152, .485, .246, .231], [.064, .402, .300, .273], [.014, .320, .204, .334],
+        [.028, .310, .510, .332], [.011, .133, .496, .420], [.016, .095, .316, .454],
+    ],
+    "PMI_noise": [
+        [.167, .371, .241, .116, .201, .565, .357, .452, .170, .325, .216, .101, .118, .191, .188, .096],
+        [.042, .239, .206, .198, .119, .454, .344, .394, .045, .185, .204, .160, .027, .128, .112, .120],
+        [.028, .115, .103, .134, .040, .280, .181, .270, .027, .100, .104, .122, .007, .074, .053, .099],
+        [.020, .095, .262, .049, .079, .241, .382, .173, .042, .094, .247, .037, .011, .063, .174, .012],
+        [.008, .050, .325, .135, .026, .139, .424, .323, .021, .039, .344, .120, .006, .029, .209, .086],
+        [.042, .039, .221, .162, .079, .098, .338, .298, .047, .019, .241, .150, .011, .029, .131, .123],
+    ],
+    "dR2_noise": [
+        [.152, .477, .240, .235, .152, .475, .241, .234, .152, .475, .240, .235, .153, .476, .240, .234],
+        [.062, .408, .306, .254, .061, .407, .307, .255, .061, .407, .307, .253, .061, .411, .305, .254],
+        [.011, .294, .194, .333, .011, .295, .195, .334, .011, .295, .195, .333, .011, .296, .195, .334],
+        [.027, .292, .516, .335, .027, .290, .517, .335, .027, .289, .515, .335, .027, .290, .516, .336],
+        [.011, .137, .448, .422, .011, .141, .447, .423, .011, .142, .447, .423, .011, .140, .448, .423],
+        [.013, .083, .316, .463, .013, .085, .318, .465, .013, .082, .319, .463, .013, .085, .317, .463],
+    ],
+}  # fmt: skip
+
+
+def paper_values(dataset, nu, estimator, residualizer):
+    """The paper's ``dR2``, ``PMI``, ``dR2_noise`` and ``PMI_noise`` (their excess over the
+    noise controls) for one group, or an empty dict: Tables S.2, S.3, S.6, S.7 for MARSadd at
+    the paper's nu, S.4, S.5, S.8, S.9 (random-forest residualizer only) for the real data.
+
+    Examples
+    --------
+    >>> paper_values("marsadd", 0.0, "dt", "dt")["PMI"], paper_values("marsadd", 0.5, "rf", "rf")
+    (0.841, {})
+    """
+    if dataset != "marsadd":
+        return dict(PAPER.get((dataset, estimator), {})) if residualizer == "rf" else {}
+    matches = [i for i, v in enumerate(PAPER_NU) if nu is not None and abs(v - nu) < 1e-9]
+    if not matches:
+        return {}
+    i, e = matches[0], ESTIMATORS.index(estimator)
+    r = RESIDUALIZERS.index(residualizer)
+    return dict(
+        dR2=PAPER_SWEEP["dR2"][i][e],
+        PMI=PAPER_SWEEP["PMI"][i][4 * r + e],
+        dR2_noise=PAPER_SWEEP["dR2_noise"][i][4 * r + e],
+        PMI_noise=PAPER_SWEEP["PMI_noise"][i][4 * r + e],
+    )
 
 
 def parse_args(argv=None):
@@ -108,25 +181,105 @@ def parse_args(argv=None):
         help="training rows removed one at a time for II (default 20)",
     )
     p.add_argument("--max-depth", type=int, default=None, help="largest max_depth (default 7)")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--nu",
+        type=common.csv_list(float),
+        default=[1.0],
+        help="MARSadd signal mixtures f = (1 - nu) f_weak + nu f_strong, comma-separated in "
+        "[0, 1] (default 1: the MARSadd function alone)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=common.csv_list(int),
+        default=None,
+        help="comma-separated seeds, each a data draw (MARSadd) or split and the models' "
+        "random_state, one summary per seed (default: --seed)",
+    )
+    p.add_argument(
+        "--residualizers",
+        type=common.csv_list(str),
+        default=["rf"],
+        help="regressors that take II (or FI) out of FI and the gap for the partial MI, "
+        "comma-separated of " + ",".join(RESIDUALIZERS) + " (default rf)",
+    )
+    p.add_argument(
+        "--first-settings",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only the first N settings of every grid: their gap, FI and II, no summary (the "
+        "test suite's reduced rerun of a saved record)",
+    )
+    args = p.parse_args(argv)
+    bad = [v for v in args.nu if not 0.0 <= v <= 1.0]
+    if bad:
+        p.error(f"--nu must lie in [0, 1], got {bad}")
+    unknown = [r for r in args.residualizers if r not in RESIDUALIZERS]
+    if unknown:
+        p.error(f"unknown residualizers {unknown}; choose from {', '.join(RESIDUALIZERS)}")
+    if args.first_settings is not None and args.first_settings < 1:
+        p.error(f"--first-settings must be >= 1, got {args.first_settings}")
+    if args.seeds is None:
+        args.seeds = [args.seed]
+    if any(s < 0 for s in args.seeds):
+        p.error(f"--seeds must be >= 0, got {args.seeds}")
+    return args
 
 
-def marsadd(n, seed):
-    rng = np.random.default_rng([seed, 7])
-    X = rng.uniform(size=(n, 10))
-    mu = (
+def f_strong(X):
+    """The MARSadd function: a concentrated nonlinear signal in the first five features."""
+    return (
         0.1 * np.exp(4 * X[:, 0])
         + 4 / (1 + np.exp(-20 * (X[:, 1] - 0.5)))
         + 3 * X[:, 2]
         + 2 * X[:, 3]
         + X[:, 4]
     )
-    return X, mu + math.sqrt(VAR_MU / SNR) * rng.normal(size=n)
 
 
-def split_data(name, n_train, n_test, seed):
+def f_weak(X):
+    """A weak signal spread over every feature: ``WEAK_SCALE * sum_j x_j``.
+
+    Section S.1.1 names the mixture but our copy of the paper does not define its weak part;
+    this is our choice: every feature contributes the same small linear effect, scaled so that
+    its variance on ``[0, 1]^10`` equals the MARSadd function's (``VAR_MU``).
+    """
+    return WEAK_SCALE * X.sum(axis=1)
+
+
+def mixture(X, nu):
+    """The paper's signal ``f = (1 - nu) f_weak + nu f_strong`` (S.1.1).
+
+    Examples
+    --------
+    >>> X = np.random.default_rng(0).uniform(size=(4, 10))
+    >>> bool((mixture(X, 1.0) == f_strong(X)).all()), bool((mixture(X, 0.0) == f_weak(X)).all())
+    (True, True)
+    """
+    return (1.0 - nu) * f_weak(X) + nu * f_strong(X)
+
+
+def marsadd(n, seed, nu=1.0):
+    """``n`` rows of MARSadd with signal ``mixture(X, nu)`` and Gaussian noise of variance
+    ``VAR_MU / SNR`` (the same draws of ``X`` and noise for every ``nu``)."""
+    rng = np.random.default_rng([seed, 7])
+    X = rng.uniform(size=(n, 10))
+    return X, mixture(X, nu) + math.sqrt(VAR_MU / SNR) * rng.normal(size=n)
+
+
+def data_key(name, nu, seed):
+    """The key of one data draw or split in the tasks' shared data."""
+    return f"{name}|{nu}|{seed}"
+
+
+def setting_label(params):
+    """A setting's hyperparameters as one string, e.g. ``max_depth=3,max_features=0.5``."""
+    return ",".join(f"{k}={v}" for k, v in sorted(params.items()) if k != "n_estimators")
+
+
+def split_data(name, n_train, n_test, seed, nu=1.0):
     if name == "marsadd":
-        X, y = marsadd(n_train + n_test, seed)
+        X, y = marsadd(n_train + n_test, seed, nu)
     else:
         X, y = common.load_regression_dataset(name)
     rng = np.random.default_rng([seed, 23])
@@ -189,7 +342,9 @@ def run_setting(setting, data):
     """Gap, II and FI of one hyperparameter setting (refits in this task)."""
     from ppa_dask.stability import feature_instability, instance_instability
 
-    X_train, y_train, X_test, y_test = data[setting["dataset"]]
+    X_train, y_train, X_test, y_test = data[
+        data_key(setting["dataset"], setting["nu"], setting["seed"])
+    ]
     seed = setting["seed"]
     model = make_estimator(setting["estimator"], setting["params"], seed)
     start = time.perf_counter()
@@ -209,7 +364,10 @@ def run_setting(setting, data):
     )
     return dict(
         dataset=setting["dataset"],
+        nu=setting["nu"],
         estimator=setting["estimator"],
+        seed=seed,
+        setting=setting_label(setting["params"]),
         **{f"param_{k}": v for k, v in setting["params"].items()},
         mse_train=mse_train,
         mse_test=mse_test,
@@ -221,9 +379,94 @@ def run_setting(setting, data):
     )
 
 
-def dependence(rows, seed):
-    """R^2, MI, PMI and the noise control across the settings of one (data set, estimator)."""
-    from sklearn.ensemble import RandomForestRegressor
+def make_residualizer(name, seed):
+    """The regressor that takes a conditioning variable out of another (partial MI, S.1.3):
+    scikit-learn's RandomForestRegressor (100 trees, leaves of at least 2), DecisionTreeRegressor
+    (leaves of at least 2), AdaBoostRegressor (50 trees of depth 3) or GradientBoostingRegressor
+    (its defaults: 100 stages of depth 3). The paper names the four families, not their
+    settings; these are ours.
+
+    Examples
+    --------
+    >>> type(make_residualizer("gbrt", 0)).__name__
+    'GradientBoostingRegressor'
+    """
+    from sklearn.ensemble import (
+        AdaBoostRegressor,
+        GradientBoostingRegressor,
+        RandomForestRegressor,
+    )
+    from sklearn.tree import DecisionTreeRegressor
+
+    if name == "rf":
+        return RandomForestRegressor(
+            n_estimators=100, min_samples_leaf=2, random_state=seed, n_jobs=1
+        )
+    if name == "dt":
+        return DecisionTreeRegressor(min_samples_leaf=2, random_state=seed)
+    if name == "ada":
+        return AdaBoostRegressor(
+            DecisionTreeRegressor(max_depth=3, random_state=seed),
+            n_estimators=50,
+            random_state=seed,
+        )
+    if name == "gbrt":
+        return GradientBoostingRegressor(random_state=seed)
+    raise ValueError(f"unknown residualizer {name!r}; choose from {', '.join(RESIDUALIZERS)}")
+
+
+def joint_mutual_information(Z, y, n_neighbors=3, random_state=0):
+    """Kraskov's estimator (the first of Kraskov, Stoegbauer and Grassberger 2004) of the
+    mutual information ``I(Z; y)`` in nats between the columns of ``Z`` taken together and
+    ``y``.
+
+    scikit-learn's ``mutual_info_regression`` computes the same estimate for one column at a
+    time (each variable scaled to unit variance, a 1e-10 jitter against ties, max-norm
+    neighbours, clipped at 0); this is that computation with ``Z`` of several columns, for
+    ``I((FI, II); gap)``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> Z = rng.normal(size=(2000, 2)); y = Z.sum(axis=1) + rng.normal(size=2000)
+    >>> exact = 0.5 * np.log(3.0)  # Var(y) / Var(y | Z) = 3 / 1
+    >>> bool(abs(joint_mutual_information(Z, y) - exact) < 0.05)
+    True
+    """
+    from scipy.special import digamma
+    from sklearn.neighbors import KDTree, NearestNeighbors
+
+    Z = np.array(Z, dtype=np.float64).reshape(len(y), -1)
+    y = np.array(y, dtype=np.float64).reshape(-1, 1)
+    n = len(y)
+    rng = np.random.default_rng(random_state)
+    scaled = []
+    for v in (Z, y):
+        std = v.std(axis=0, ddof=1)
+        v = v / np.where(std > 0, std, 1.0)
+        v = v + 1e-10 * np.maximum(1.0, np.mean(np.abs(v), axis=0)) * rng.standard_normal(v.shape)
+        scaled.append(v)
+    Z, y = scaled
+    joint = np.hstack([Z, y])
+    k = int(min(n_neighbors, n - 1))
+    radius = NearestNeighbors(metric="chebyshev", n_neighbors=k).fit(joint).kneighbors()[0][:, -1]
+    radius = np.nextafter(radius, 0)
+    counts = [
+        KDTree(v, metric="chebyshev").query_radius(v, radius, count_only=True) for v in (Z, y)
+    ]
+    mi = digamma(n) + digamma(k) - np.mean(digamma(counts[0])) - np.mean(digamma(counts[1]))
+    return float(max(0.0, mi))
+
+
+def dependence(rows, seed, residualizers=("rf",)):
+    """R^2, MI, PMI and the noise controls across the settings of one group (a data set, nu,
+    estimator and seed): one dict per residualizer (the residualizer-free numbers repeated).
+
+    PMI(A; gap | B) is the mutual information of the residuals of A and of the gap after each
+    is regressed on B by the residualizer (S.1.3; the paper estimates the last MI with MINE,
+    we with scikit-learn's kNN estimator). The controls replace FI (or II) by Gaussian noise
+    and by FI (II) permuted across the settings.
+    """
     from sklearn.feature_selection import mutual_info_regression
     from sklearn.linear_model import LinearRegression
 
@@ -232,22 +475,18 @@ def dependence(rows, seed):
     II = np.array([r["II"] for r in rows])
     scale = lambda v: (v - v.mean()) / (v.std() if v.std() > 0 else 1.0)  # noqa: E731
     gap_s, FI_s, II_s = scale(gap), scale(FI), scale(II)
+    k = max(1, min(3, len(gap) - 1))
 
     def r2(*cols):
         Z = np.column_stack(cols)
         return float(LinearRegression().fit(Z, gap_s).score(Z, gap_s))
 
     def mi(a, b):
-        k = max(1, min(3, len(a) - 1))
         return float(mutual_info_regression(a[:, None], b, n_neighbors=k, random_state=seed)[0])
 
-    def residual_on(target, given):
-        forest = RandomForestRegressor(
-            n_estimators=100, min_samples_leaf=2, random_state=seed, n_jobs=1
-        ).fit(given[:, None], target)
-        return target - forest.predict(given[:, None])
-
     noise = np.random.default_rng([seed, 5]).normal(size=len(gap))
+    permuted = np.random.default_rng([seed, 6]).permutation(FI_s)
+    permuted_II = np.random.default_rng([seed, 8]).permutation(II_s)
     out = dict(
         n_settings=len(rows),
         R2_II=r2(II_s),
@@ -256,18 +495,40 @@ def dependence(rows, seed):
         MI_FI=mi(FI_s, gap_s),
         MI_II=mi(II_s, gap_s),
         MI_FI_II=mi(FI_s, II_s),
+        MI_joint=joint_mutual_information(np.column_stack([FI_s, II_s]), gap_s, k, seed),
+        MI_joint_noise=joint_mutual_information(np.column_stack([noise, II_s]), gap_s, k, seed),
     )
     out["dR2_FI_given_II"] = out["R2_FI_II"] - out["R2_II"]
     out["dR2_noise_given_II"] = r2(noise, II_s) - out["R2_II"]
-    gap_res, FI_res = residual_on(gap_s, II_s), residual_on(FI_s, II_s)
-    out["PMI_FI_given_II"] = mi(FI_res, gap_res)
-    out["PMI_noise_given_II"] = mi(residual_on(noise, II_s), gap_res)
-    # the paper's second control: FI permuted across the settings
-    permuted = np.random.default_rng([seed, 6]).permutation(FI_s)
     out["dR2_perm_given_II"] = r2(permuted, II_s) - out["R2_II"]
-    out["PMI_perm_given_II"] = mi(residual_on(permuted, II_s), gap_res)
+    out["dR2_minus_noise"] = out["dR2_FI_given_II"] - 0.5 * (
+        out["dR2_noise_given_II"] + out["dR2_perm_given_II"]
+    )
     out.update(bootstrap_increment(gap_s, FI_s, II_s, seed))
-    return out
+
+    summaries = []
+    for name in residualizers:
+
+        def residual_on(target, given, name=name):
+            model = make_residualizer(name, seed).fit(given[:, None], target)
+            return target - model.predict(given[:, None])
+
+        gap_on_II, gap_on_FI = residual_on(gap_s, II_s), residual_on(gap_s, FI_s)
+        row = dict(out, residualizer=name)
+        row["PMI_FI_given_II"] = mi(residual_on(FI_s, II_s), gap_on_II)
+        row["PMI_noise_given_II"] = mi(residual_on(noise, II_s), gap_on_II)
+        row["PMI_perm_given_II"] = mi(residual_on(permuted, II_s), gap_on_II)
+        row["PMI_II_given_FI"] = mi(residual_on(II_s, FI_s), gap_on_FI)
+        row["PMI_noise_given_FI"] = mi(residual_on(noise, FI_s), gap_on_FI)
+        row["PMI_perm_given_FI"] = mi(residual_on(permuted_II, FI_s), gap_on_FI)
+        row["PMI_minus_noise"] = row["PMI_FI_given_II"] - 0.5 * (
+            row["PMI_noise_given_II"] + row["PMI_perm_given_II"]
+        )
+        row["PMI_II_minus_noise"] = row["PMI_II_given_FI"] - 0.5 * (
+            row["PMI_noise_given_FI"] + row["PMI_perm_given_FI"]
+        )
+        summaries.append(row)
+    return summaries
 
 
 def bootstrap_increment(gap, FI, II, seed, n_boot=N_BOOTSTRAP, fraction=1 / 3):
@@ -307,11 +568,154 @@ def bootstrap_increment(gap, FI, II, seed, n_boot=N_BOOTSTRAP, fraction=1 / 3):
     )
 
 
+#: The S.1.5 measures, in the paper's order of mention.
+S15_MEASURES = (
+    "R2_II", "R2_FI", "R2_FI_II", "MI_joint", "PMI_FI_given_II", "PMI_II_given_FI", "MI_FI_II",
+)  # fmt: skip
+#: The noise controls shown beside them.
+CONTROL_MEASURES = (
+    "dR2_FI_given_II", "dR2_noise_given_II", "dR2_perm_given_II", "MI_joint_noise",
+    "PMI_noise_given_II", "PMI_perm_given_II", "PMI_noise_given_FI", "PMI_perm_given_FI",
+)  # fmt: skip
+#: A group's numbers that do not depend on the residualizer (saved once, residualizer "none").
+PLAIN_MEASURES = (
+    "n_settings", "R2_II", "R2_FI", "R2_FI_II", "dR2_FI_given_II", "dR2_noise_given_II",
+    "dR2_perm_given_II", "dR2_minus_noise", "boot_dR2", "boot_dR2_positive_rate",
+    "boot_dR2_beats_noise_rate", "MI_FI", "MI_II", "MI_FI_II", "MI_joint", "MI_joint_noise",
+)  # fmt: skip
+#: The partial-MI numbers, one per residualizer.
+PMI_MEASURES = (
+    "PMI_FI_given_II", "PMI_noise_given_II", "PMI_perm_given_II", "PMI_minus_noise",
+    "PMI_II_given_FI", "PMI_noise_given_FI", "PMI_perm_given_FI", "PMI_II_minus_noise",
+)  # fmt: skip
+#: Every setting's own numbers saved in a record.
+SETTING_MEASURES = ("gap", "FI", "II")
+MEASURE_LABELS = dict(
+    R2_II="R2(gap~II)", R2_FI="R2(gap~FI)", R2_FI_II="R2(gap~FI+II)", MI_joint="I((FI,II);gap)",
+    PMI_FI_given_II="PMI(FI;gap|II)", PMI_II_given_FI="PMI(II;gap|FI)", MI_FI_II="I(FI;II)",
+    dR2_FI_given_II="dR2 FI", dR2_noise_given_II="dR2 Gaussian", dR2_perm_given_II="dR2 permuted",
+    MI_joint_noise="I((noise,II);gap)", PMI_noise_given_II="PMI(Gaussian;gap|II)",
+    PMI_perm_given_II="PMI(permuted FI;gap|II)", PMI_noise_given_FI="PMI(Gaussian;gap|FI)",
+    PMI_perm_given_FI="PMI(permuted II;gap|FI)",
+)  # fmt: skip
+ESTIMATOR_LABELS = dict(rf="RF", dt="DT", ada="AdaBoost", gbrt="GBRT")
+
+
+def make_gap_record(args, argv, rows, summary):
+    """The reproduction record of a run: every setting's gap, FI and II, and every group's
+    summary numbers (one cell per data set, nu, estimator, residualizer, measure and seed).
+
+    The test suite's smaller rerun (``--first-settings 2`` of the first seed and nu) gives the
+    first two settings' cells of the saved grid, and the saved summaries are recomputed from
+    the saved settings' cells.
+    """
+    base = ["dataset", "nu", "estimator", "setting", "residualizer", "measure", "seed"]
+    cells = [
+        dict(dataset=r["dataset"], nu=r["nu"], estimator=r["estimator"], setting=r["setting"],
+             residualizer="none", measure=m, seed=r["seed"], value=r[m])
+        for r in rows
+        for m in SETTING_MEASURES
+    ]  # fmt: skip
+    seen = set()
+    for g in summary:
+        group = dict(dataset=g["dataset"], nu=g["nu"], estimator=g["estimator"], setting="all")
+        key = (g["dataset"], g["nu"], g["estimator"], g["seed"])
+        if key not in seen:
+            seen.add(key)
+            cells += [
+                dict(group, residualizer="none", measure=m, seed=g["seed"], value=g[m])
+                for m in PLAIN_MEASURES
+            ]
+        cells += [
+            dict(group, residualizer=g["residualizer"], measure=m, seed=g["seed"], value=g[m])
+            for m in PMI_MEASURES
+        ]
+    groups = dict(dataset="marsadd", setting="all")
+    paper_s15 = {str(nu): values for nu, values in PAPER_S15.items()}
+
+    def sweep(kind, residualizers):
+        return {
+            " / ".join([*([r] if len(residualizers) > 1 else []), str(nu)]): {
+                e: paper_values("marsadd", nu, e, r)[kind] for e in ESTIMATORS
+            }
+            for r in residualizers
+            for nu in PAPER_NU
+        }
+
+    shared = dict(over="seed", digits=3, range=True, labels=ESTIMATOR_LABELS, column="estimator")
+    tables = [
+        dict(name="s15", title="Section S.1.5: random forests on MARSadd (RF residualizer), "
+             "over the full grid of each seed", value="value", rows=["nu"], column="measure",
+             over="seed", where=dict(groups, estimator="rf", residualizer=["none", "rf"],
+                                     measure=list(S15_MEASURES)),
+             paper=paper_s15, digits=3, range=True, labels=MEASURE_LABELS),
+        dict(name="s15_controls", title="Section S.1.5's noise controls: FI (or II) replaced by "
+             "Gaussian noise or permuted across the settings (random forests, RF residualizer)",
+             value="value", rows=["nu"], column="measure", over="seed",
+             where=dict(groups, estimator="rf", residualizer=["none", "rf"],
+                        measure=list(CONTROL_MEASURES)),
+             digits=3, labels=MEASURE_LABELS),
+        dict(shared, name="s2", title="Table S.2: PMI(FI; gap | II) by residualizer, nu and "
+             "base estimator (full grid per seed)", value="value", rows=["residualizer", "nu"],
+             where=dict(groups, measure="PMI_FI_given_II"), paper=sweep("PMI", RESIDUALIZERS),
+             row_headers=["residualizer", "nu"]),
+        dict(shared, name="s3", title="Table S.3: dR2 = R2(gap ~ FI + II) - R2(gap ~ II), mean "
+             "of 100 subsamples of a third of the grid per seed", value="value", rows=["nu"],
+             where=dict(groups, residualizer="none", measure="boot_dR2"),
+             paper=sweep("dR2", ["rf"])),
+        dict(shared, name="s6", title="Table S.6: PMI(FI; gap | II) minus the mean of its "
+             "Gaussian and permuted controls", value="value", rows=["residualizer", "nu"],
+             where=dict(groups, measure="PMI_minus_noise"),
+             paper=sweep("PMI_noise", RESIDUALIZERS), row_headers=["residualizer", "nu"]),
+        dict(shared, name="s7", title="Table S.7: dR2 minus the mean of its Gaussian and "
+             "permuted controls (full grid; the paper's RF-residualizer column)", value="value",
+             rows=["nu"], where=dict(groups, residualizer="none", measure="dR2_minus_noise"),
+             paper=sweep("dR2_noise", ["rf"])),
+        dict(shared, name="rates", title="Share of the 100 subsamples of a third of the grid "
+             "with dR2 > 0 (the paper: 1.0 in every group)", value="value", rows=["nu"],
+             where=dict(groups, residualizer="none", measure="boot_dR2_positive_rate")),
+    ]  # fmt: skip
+    # the S.1.5 bars need random forests on MARSadd at one of the paper's two nu
+    has_s15 = any(
+        (c["estimator"], c["setting"], c["nu"]) in {("rf", "all", nu) for nu in PAPER_S15}
+        for c in cells
+    )
+    figures = [
+        dict(name="s15", kind="bars", table="s15", title="Section S.1.5 (random forests on "
+             "MARSadd): ours (mean ± std over seeds) and the paper's", ylabel="R2 / nats"),
+    ][: int(has_s15)]  # fmt: skip
+    return make_record(
+        args.record_name,
+        "Do FI and II explain the generalisation gap? Tree ensembles on MARSadd",
+        "Sun et al. 2026, Sec. S.1.5-S.1.6, Tables S.2, S.3, S.6, S.7",
+        recorded_command(__file__, argv),
+        seeds=args.seeds,
+        keys=base,
+        cells=cells,
+        tables=tables,
+        figures=figures,
+        reduced=[
+            "--seeds",
+            str(args.seeds[0]),
+            "--nu",
+            str(args.nu[0]),
+            "--first-settings",
+            "2",
+        ],  # fmt: skip
+        run_seconds=sum(r["seconds"] for r in rows),
+        notes="run_seconds is the sum of the settings' own times (worker-seconds): the run "
+        "was done in slices that resume from parts/",
+    )
+
+
 def increment_figure(summary, output):
     """Bars of dR2 and PMI(FI; gap | II) per (data set, estimator): ours, the noise controls'
     mean and the paper's (``fi_increment.png``)."""
     fig, axes = common.new_figure(2, 1, figsize=(10, 6.4))
-    labels = [f"{s['dataset']}\n{s['estimator']}" for s in summary]
+    labels = [
+        f"{s['dataset']}\n{s['estimator']}" + ("" if s["nu"] is None else f" nu={s['nu']}")
+        for s in summary
+    ]
     x = np.arange(len(summary))
     for ax, (ours, noise, paper, title) in zip(
         axes[:, 0],
@@ -352,6 +756,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     os.makedirs(args.output, exist_ok=True)
+    if args.record:
+        args.record_name = os.path.splitext(os.path.basename(args.record))[0]
     names = args.datasets or (
         ["marsadd", "diabetes"] if args.small else ["marsadd", *common.REGRESSION_DATASETS]
     )
@@ -361,19 +767,31 @@ def main(argv=None):
     n_trees = args.n_trees or (32 if args.small else 256)
     ii_instances = args.ii_instances or (10 if args.small else 20)
     max_depth = args.max_depth or 7
-    data = {name: split_data(name, n_train, n_test, args.seed) for name in names}
+    nus = {name: (args.nu if name == "marsadd" else [None]) for name in names}
+    data = {
+        data_key(name, nu, seed): split_data(
+            name, n_train, n_test, seed, 1.0 if nu is None else nu
+        )
+        for name in names
+        for nu in nus[name]
+        for seed in args.seeds
+    }
+    # seed by seed, so that an interrupted run has whole seeds done
     settings = [
         dict(
             dataset=name,
+            nu=nu,
             estimator=est,
             params=params,
-            seed=args.seed,
+            seed=seed,
             ii_instances=ii_instances,
             n_eval=min(300, n_test),
         )
+        for seed in args.seeds
         for name in names
+        for nu in nus[name]
         for est in estimators
-        for params in grid(est, args.small, n_trees, max_depth)
+        for params in grid(est, args.small, n_trees, max_depth)[: args.first_settings]
     ]
     start = time.perf_counter()
     with common.cluster(workers=args.workers, scheduler=args.scheduler) as client:
@@ -389,11 +807,13 @@ def main(argv=None):
         )
     common.write_csv(rows, os.path.join(args.output, "results.csv"))
     summary = []
-    for name in names:
-        for est in estimators:
-            mine = [r for r in rows if r["dataset"] == name and r["estimator"] == est]
-            if len(mine) >= 4:
-                summary.append(dict(dataset=name, estimator=est, **dependence(mine, args.seed)))
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["dataset"], r["nu"], r["estimator"], r["seed"]), []).append(r)
+    for (name, nu, est, seed), mine in groups.items():
+        if args.first_settings is None and len(mine) >= 4:
+            for row in dependence(mine, seed, args.residualizers):
+                summary.append(dict(dataset=name, nu=nu, estimator=est, seed=seed, **row))
     seconds = time.perf_counter() - start
 
     plt = common.matplotlib_headless()
@@ -416,18 +836,16 @@ def main(argv=None):
     common.save_figure(fig, args.output, "gap_vs_instability.png", dpi=80)
 
     for row in summary:
-        row["dR2_minus_noise"] = row["dR2_FI_given_II"] - 0.5 * (
-            row["dR2_noise_given_II"] + row["dR2_perm_given_II"]
-        )
-        row["PMI_minus_noise"] = row["PMI_FI_given_II"] - 0.5 * (
-            row["PMI_noise_given_II"] + row["PMI_perm_given_II"]
-        )
-        paper = PAPER.get((row["dataset"], row["estimator"]), {})
+        paper = paper_values(row["dataset"], row["nu"], row["estimator"], row["residualizer"])
         for k in ("dR2", "PMI", "dR2_noise", "PMI_noise"):
             row[f"paper_{k}"] = paper.get(k)
     common.write_csv(summary, os.path.join(args.output, "summary.csv"))
     if summary:
-        increment_figure(summary, args.output)
+        # one bar per group: the first seed and residualizer (the tables hold the rest)
+        first = (args.seeds[0], args.residualizers[0])
+        increment_figure(
+            [r for r in summary if (r["seed"], r["residualizer"]) == first], args.output
+        )
 
     positive = sum(s["dR2_FI_given_II"] > 0 for s in summary)
     beats_noise = sum(s["dR2_minus_noise"] > 0 for s in summary)
@@ -436,8 +854,12 @@ def main(argv=None):
         for s in summary
     )
     pmi_beats = sum(s["PMI_minus_noise"] > 0 for s in summary)
-    rf_marsadd = [s for s in summary if (s["dataset"], s["estimator"]) == ("marsadd", "rf")]
-    paper_rf = PAPER_RF_MARSADD
+    rf_marsadd = [
+        s
+        for s in summary
+        if (s["dataset"], s["estimator"], s["residualizer"]) == ("marsadd", "rf", "rf")
+        and s["nu"] in PAPER_S15
+    ]
     lines = [
         "# Generalisation gap against FI and II (paper section S.1)",
         "",
@@ -466,7 +888,10 @@ def main(argv=None):
             summary,
             [
                 "dataset",
+                "nu",
                 "estimator",
+                "seed",
+                "residualizer",
                 "n_settings",
                 "R2_II",
                 "R2_FI",
@@ -487,7 +912,10 @@ def main(argv=None):
             ],
             [
                 "data set",
+                "nu",
                 "estimator",
+                "seed",
+                "residualizer",
                 "settings",
                 "R2(gap~II)",
                 "R2(gap~FI)",
@@ -515,7 +943,10 @@ def main(argv=None):
             summary,
             [
                 "dataset",
+                "nu",
                 "estimator",
+                "seed",
+                "residualizer",
                 "dR2_noise_given_II",
                 "dR2_perm_given_II",
                 "PMI_noise_given_II",
@@ -524,7 +955,10 @@ def main(argv=None):
             ],
             [
                 "data set",
+                "nu",
                 "estimator",
+                "seed",
+                "residualizer",
                 "dR2 Gaussian",
                 "dR2 permuted",
                 "PMI Gaussian",
@@ -534,20 +968,12 @@ def main(argv=None):
         ),
         "",
     ]
-    if rf_marsadd:
-        (ours,) = rf_marsadd
+    for ours in rf_marsadd:
+        paper_rf = PAPER_S15[ours["nu"]]
         lines += [
-            "Section S.1.5 (random forests on MARSadd, nu = 1, the full grid) beside ours: "
-            + ", ".join(
-                f"{k} {paper_rf[k]:.3f} / {ours[m]:.3f}"
-                for k, m in (
-                    ("R2_II", "R2_II"),
-                    ("R2_FI", "R2_FI"),
-                    ("R2_FI_II", "R2_FI_II"),
-                    ("PMI", "PMI_FI_given_II"),
-                    ("MI_FI_II", "MI_FI_II"),
-                )
-            )
+            f"Section S.1.5 (random forests on MARSadd, nu = {ours['nu']}, the full grid) beside "
+            f"ours (seed {ours['seed']}): "
+            + ", ".join(f"{k} {paper_rf[k]:.3f} / {ours[k]:.3f}" for k in S15_MEASURES)
             + " (paper / ours).",
             "",
         ]
@@ -560,6 +986,8 @@ def main(argv=None):
     with open(os.path.join(args.output, "report.md"), "w") as f:
         f.write("\n".join(lines))
     print(f"wrote {args.output}/report.md")
+    if args.record:
+        write_record(args.record, make_gap_record(args, argv, rows, summary))
     return dict(rows=rows, summary=summary)
 
 
