@@ -499,6 +499,7 @@ def _say_where(args, progress, nbytes, what="input", cluster_file=None):
     line = placement.choose(args, nbytes, what, cluster_file=cluster_file)
     if line is not None:
         progress.say(line)
+        args.where_said = True  # command_session then does not say it again
 
 
 def _check_report(args):

@@ -1311,7 +1311,10 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
         notify=progress.say,
     ) as client:
         if client is None:
-            progress.say(f"computing in this process (dask scheduler {scheduler!r}); no dashboard")
+            if not getattr(args, "where_said", False):  # the command's first line said why
+                progress.say(
+                    f"computing in this process (dask scheduler {scheduler!r}); no dashboard"
+                )
             yield None
             return
         n = len(client.scheduler_info(n_workers=-1).get("workers", {}))
