@@ -272,20 +272,66 @@ def test_no_restart_allowed_ends_with_one_line_naming_the_lost_jobs(
     assert _alive(slurm, job_name) == []
 
 
+def test_lost_jobs_whose_replacements_cannot_start_end_the_run_at_the_worker_timeout(
+    slurm, job_name, data, tmp_path
+):
+    path, _, _ = data
+    cluster = _cluster_file(tmp_path, job_name)
+    model = tmp_path / "model.zarr"
+    args = ["fit", path, str(model), *FIT, "--cluster", cluster, "--worker-timeout", "8"]
+    cmd = Command(args, slurm, tmp_path, 180)
+    cmd.until("fitting PPA(")
+    time.sleep(1.0)
+    first = [job for job, _ in _alive(slurm, job_name)]
+    assert len(first) == 2
+    # the node reserved for maintenance from now on: the replacements cannot start
+    reservation = f"{job_name}-maint"[-40:]
+    control = ["scontrol", "create", f"reservation={reservation}", "starttime=now"]
+    control += ["duration=10", "nodes=ALL", "users=root", "flags=maint,ignore_jobs"]
+    subprocess.run(control, env=_env(slurm), timeout=30, check=True, capture_output=True)
+    try:
+        subprocess.run(["scancel", *first], env=_env(slurm), timeout=30, check=True)
+        lost = time.monotonic() - cmd.start
+        code, out, err = cmd.wait()
+    finally:
+        subprocess.run(
+            ["scontrol", "delete", f"reservation={reservation}"],
+            env=_env(slurm),
+            timeout=30,
+            check=False,
+        )
+    assert code == 2
+    text = "\n".join(out)
+    for job in first:
+        assert re.search(rf"job {job} \(\S+\) ended \(CANCELLED\) before the work did", text)
+    assert text.count("submitting a replacement (1 of at most 3)") == 2, text
+    assert "is pending: ReqNodeNotAvail" in text, text
+    line = _error_line(err)
+    assert "no worker connected for 8 s" in line, line
+    # the jobs named are the replacements, with their last state and log file
+    named = re.findall(r"job (\d+) PENDING \(ReqNodeNotAvail[^)]*\), log (\S+)", line)
+    assert len(named) == 2 and not {job for job, _ in named} & set(first), line
+    assert all(log.startswith(str(tmp_path / "logs")) for _, log in named), line
+    assert cmd.end - lost < 8 + 30  # the worker timeout, then seconds
+    assert not model.exists()
+    assert _alive(slurm, job_name) == []
+
+
 # ---------------------------------------------------------------------------------------------
 # signals
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("kind", ["slurm", "pbs"])
 @pytest.mark.parametrize(
     "signum, code, word",
     [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted (SIGINT)")],
 )
 def test_a_signal_mid_fit_cancels_the_jobs_and_saves_nothing(
-    slurm, job_name, data, tmp_path, signum, code, word
+    slurm, job_name, data, tmp_path, signum, code, word, kind
 ):
     path, _, _ = data
-    cluster = _cluster_file(tmp_path, job_name)
+    cluster = _cluster_file(tmp_path, job_name, kind=kind)
     model = tmp_path / "model.zarr"
     cmd = Command(["fit", path, str(model), *FIT, "--cluster", cluster], slurm, tmp_path, 180)
     # inside the fit's passes (a Dask fit's step lines all come at its end, about a second
@@ -302,13 +348,11 @@ def test_a_signal_mid_fit_cancels_the_jobs_and_saves_nothing(
     assert cmd.end - sent < 30
     assert _alive(slurm, job_name) == []
     assert not model.exists()
-    # nothing of the model's beside it either (no temporary sibling left)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "logs",
-        "scratch",
-        "slurm.yaml",
-        "stderr.txt",
-    ]
+    # nothing of the model's beside it either (no temporary sibling left); under the Torque
+    # wrappers the jobs' logs are SCRIPT.e<id> / .o<id> in the folder qsub ran in, and the
+    # workers' scratch folder is the workers' (there only when they made it)
+    left = {p.name for p in tmp_path.iterdir() if not re.search(r"\.sh\.[eo]\d+$", p.name)}
+    assert left - {"scratch"} == {"logs", f"{kind}.yaml", "stderr.txt"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,14 +404,20 @@ def test_pbs_jobs_whose_prologue_fails_name_their_own_log_files(slurm, job_name,
     assert _alive(slurm, job_name) == []
 
 
+@pytest.mark.parametrize(
+    "options, reason",
+    [
+        # held back by SLURM for an hour: never starts within the test
+        ({"job_extra_directives": ["--begin=now+3600"]}, "BeginTime"),
+        # 15 minutes asked of a partition whose limit is 5 (slurm-up.sh's 'short')
+        ({"queue": "short"}, "PartitionTimeLimit (its walltime is above the partition's limit)"),
+    ],
+)
 def test_jobs_that_cannot_start_are_reported_then_the_worker_timeout_ends_the_run(
-    slurm, job_name, data, tmp_path
+    slurm, job_name, data, tmp_path, options, reason
 ):
     path, _, _ = data
-    # held back by SLURM for an hour: never starts within the test
-    cluster = _cluster_file(
-        tmp_path, job_name, jobs=1, options={"job_extra_directives": ["--begin=now+3600"]}
-    )
+    cluster = _cluster_file(tmp_path, job_name, jobs=1, options=options)
     cmd = Command(
         ["fit", path, str(tmp_path / "m.zarr"), "--cluster", cluster, "--worker-timeout", "8"],
         slurm,
@@ -376,9 +426,10 @@ def test_jobs_that_cannot_start_are_reported_then_the_worker_timeout_ends_the_ru
     )
     code, out, err = cmd.wait()
     assert code == 2
-    assert any("is pending: BeginTime" in line for line in out)
+    assert any(f"is pending: {reason}; waiting for it" in line for line in out), out
     line = _error_line(err)
-    assert "no worker" in line and "8 s" in line and "PENDING" in line
+    assert "no worker" in line and "8 s" in line
+    assert f"PENDING ({reason.split()[0]})" in line
     assert _alive(slurm, job_name) == []
 
 

@@ -90,6 +90,8 @@ SchedulerParameters=sched_interval=1
 DefMemPerCPU=1024
 NodeName=$host CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+# a partition of short jobs only: a longer walltime pends there for PartitionTimeLimit
+PartitionName=short Nodes=$host MaxTime=00:05:00 State=UP
 CONF
 
 cat >"$dir/env" <<ENV
