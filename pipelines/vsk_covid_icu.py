@@ -41,6 +41,12 @@ import time
 import numpy as np
 
 from ppa_dask.app import reports as common
+from ppa_dask.app.reproductions import (
+    add_record_option,
+    make_record,
+    recorded_command,
+    write_record,
+)
 
 N_TRAIN = 58
 LEARNERS = ("KRN", "KRN-VSK aux", "KRN-VSK fit", "KRN-VSK aux+fit")
@@ -233,6 +239,7 @@ def run(
     t0 = time.perf_counter()
     with common.cluster(client=client, workers=n_workers) as c:
         parts = common.fan_out(c, sweep_task, tasks)
+    elapsed = time.perf_counter() - t0
     rows = [r for part in parts for r in part[0]]
     preds = [p for part in parts for p in part[1]]
     df = pd.DataFrame(rows)
@@ -257,29 +264,130 @@ def run(
     if verbose:
         print(text)
         print(f"{len(tasks)} tasks in {time.perf_counter() - t0:.1f} s; written to {output}")
-    return {"sweep": df, "best": best}
+    return {"sweep": df, "best": best, "threshold": threshold, "seconds": elapsed}
 
 
-def main(argv=None):
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default="vsk-covid-icu")
     parser.add_argument("--n-shapes", type=int, default=200)
     parser.add_argument("--eps-min", type=float, default=0.5)
     parser.add_argument("--eps-max", type=float, default=20.0)
     parser.add_argument("--nus", default="0,1e-4", help="regularisations nu, comma separated")
+    parser.add_argument(
+        "--learners",
+        default=",".join(LEARNERS),
+        help=f"learners, comma separated, of {', '.join(LEARNERS)} (default: all)",
+    )
     parser.add_argument("--batch", type=int, default=25, help="shape parameters per Dask task")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2, help="0 runs the tasks in process")
+    add_record_option(parser)
     args = parser.parse_args(argv)
-    run(
+    args.learners = tuple(v.strip() for v in args.learners.split(","))
+    unknown = [v for v in args.learners if v not in LEARNERS]
+    if unknown:
+        parser.error(f"--learners: unknown {unknown}; choose from {', '.join(LEARNERS)}")
+    try:
+        args.nus = tuple(float(v) for v in args.nus.split(","))
+    except ValueError:
+        parser.error(f"--nus: expected numbers separated by commas, got {args.nus!r}")
+    if args.n_shapes < 1 or args.batch < 1 or args.workers < 0:
+        parser.error("--n-shapes and --batch must be >= 1, --workers >= 0")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    out = run(
         args.output,
         args.n_shapes,
         (args.eps_min, args.eps_max),
-        tuple(float(v) for v in args.nus.split(",")),
-        LEARNERS,
+        args.nus,
+        args.learners,
         args.batch,
         None,
         None,
         args.workers,
+    )
+    if args.record:
+        write_record(args.record, make_covid_record(args, argv, out))
+    return out
+
+
+#: Options of the test suite's smaller rerun of the saved record (a subset of its cells).
+REDUCED = ("--nus", "0", "--learners", "KRN,KRN-VSK fit")
+
+
+def _log10(value):
+    return math.log10(value) if np.isfinite(value) and value > 0 else None
+
+
+def make_covid_record(args, argv, out):
+    """The reproduction record of a run: one cell per (nu, learner, eps) (Figs. 2-3, Table 3).
+
+    The experiment has no random part (one series, a fixed split, ``curve_fit`` from a fixed
+    start), so the record has no seeds and each number is one run's.
+    """
+    sweep, threshold = out["sweep"], out["threshold"]
+    best = {key: g["RME"].idxmin() for key, g in sweep.groupby(["nu", "learner"], sort=False)}
+    chosen = set(best.values())
+    cells = [
+        dict(
+            nu=float(r.nu),
+            learner=r.learner,
+            eps=float(r.eps),
+            log10_cond=_log10(r.cond),
+            log10_cond_reg=_log10(r.cond_reg),
+            ME=float(r.ME),
+            RME=int(r.RME),
+            best=int(i in chosen),
+            good=int(threshold >= r.RME),
+        )
+        for i, r in zip(sweep.index, sweep.itertuples())
+    ]
+    labels = {lr: lr for lr in LEARNERS}
+    nu_labels = {str(float(nu)): f"nu = {nu:g}" for nu in args.nus}
+    shared = dict(rows=["nu"], column="learner", over="eps",
+                  single="one run, no random draws", count_header="runs",
+                  labels=labels, row_headers=["nu"],
+                  row_labels={str(float(nu)): f"{nu:g}" for nu in args.nus})  # fmt: skip
+    tables = [
+        dict(shared, name="table3", value="RME", where=dict(best=1), digits=0,
+             title="Table 3: RME on the 5 test days at the best shape parameter"),
+        dict(shared, name="table3_eps", value="eps", where=dict(best=1), digits=2,
+             title="The best shape parameter eps (gamma = eps^2) of Table 3"),
+        dict(shared, name="safe_eps", value="good", digits=3, count_header="shape parameters",
+             single="each the share of the shape parameters",
+             title=f"Fig. 2 (right): share of the {args.n_shapes} shape parameters in "
+             f"[{args.eps_min:g}, {args.eps_max:g}] with RME <= {threshold:g} (10 % of the "
+             "mean test-day ICU level)"),
+        dict(shared, name="fig2_cond", value="log10_cond_reg", rows=["nu", "eps"], digits=2,
+             title="Fig. 2 (left): log10 condition number of K + nu I (K at nu = 0)"),
+        dict(shared, name="fig2_rme", value="RME", rows=["nu", "eps"], digits=0,
+             title="Fig. 2 (right): RME on the 5 test days"),
+    ]  # fmt: skip
+    figures = [
+        dict(name="fig2_cond", kind="lines", table="fig2_cond", x="eps", panel="nu",
+             xlabel="shape parameter eps", ylabel="log10 cond(K + nu I)",
+             panel_labels=nu_labels),
+        dict(name="fig2_rme", kind="lines", table="fig2_rme", x="eps", panel="nu",
+             xlabel="shape parameter eps", ylabel="RME (patients)", panel_labels=nu_labels,
+             ylim=[0, 2000]),
+    ]  # fmt: skip
+    return make_record(
+        "vsk_covid_icu",
+        "Kernel regression (KRN) and KRN-VSK on the Italian ICU series",
+        "Campi et al. 2021, Sec. 6.2, Figs. 2-3, Table 3",
+        recorded_command(__file__, argv),
+        seeds=[],
+        keys=["nu", "learner", "eps"],
+        cells=cells,
+        tables=tables,
+        figures=figures,
+        reduced=REDUCED,
+        run_seconds=out["seconds"],
+        notes="deterministic: no random draws (one series, a fixed split, curve_fit from a "
+        "fixed start); every number is one run's",
     )
 
 

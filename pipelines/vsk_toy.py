@@ -35,6 +35,12 @@ import time
 import numpy as np
 
 from ppa_dask.app import reports as common
+from ppa_dask.app.reproductions import (
+    add_record_option,
+    make_record,
+    recorded_command,
+    write_record,
+)
 
 POPULATION = 5000
 N_FEATURES = 64
@@ -224,6 +230,7 @@ def run(
     t0 = time.perf_counter()
     with common.cluster(client=client, workers=n_workers) as c:
         results = common.fan_out(c, toy_task, tasks)
+    elapsed = time.perf_counter() - t0
     df, f1, spec = summarize(results)
     df.to_csv(os.path.join(output, "toy_results.csv"), index=False)
     text = common.write_frame_table(
@@ -248,7 +255,7 @@ def run(
     if verbose:
         print(text)
         print(f"{len(tasks)} tasks in {time.perf_counter() - t0:.1f} s; written to {output}")
-    return {"results": df, "f1": f1, "spectral": spec}
+    return {"results": df, "f1": f1, "spectral": spec, "seconds": elapsed}
 
 
 def _grid_text(values):
@@ -259,7 +266,7 @@ def _ints(text):
     return tuple(int(v) for v in text.split(","))
 
 
-def main(argv=None):
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default="vsk-toy", help="output folder (default ./vsk-toy)")
     parser.add_argument(
@@ -275,14 +282,27 @@ def main(argv=None):
     parser.add_argument(
         "--coarse-grid", action="store_true", help="every other grid value (a quick run)"
     )
-    parser.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="LocalCluster worker processes (0: in process)"
+    )
+    add_record_option(parser)
     args = parser.parse_args(argv)
+    args.kernels = tuple(args.kernels.split(","))
+    if not set(args.kernels) <= {"linear", "rbf"}:
+        parser.error(f"--kernels: expected linear and/or rbf, got {','.join(args.kernels)}")
+    if args.n_reps < 1 or args.cv < 2 or args.workers < 0:
+        parser.error("--n-reps must be >= 1, --cv >= 2 and --workers >= 0")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     step = 2 if args.coarse_grid else 1
-    run(
+    out = run(
         args.output,
         args.n_samples,
         args.n_features,
-        tuple(args.kernels.split(",")),
+        args.kernels,
         args.n_reps,
         args.seed,
         common.C_GRID[::step],
@@ -290,6 +310,76 @@ def main(argv=None):
         args.cv,
         None,
         args.workers,
+    )
+    if args.record:
+        write_record(args.record, make_toy_record(args, argv, out))
+    return out
+
+
+#: Options of the test suite's smaller rerun of the saved record (a subset of its cells).
+REDUCED = ("--n-samples", "100", "--n-features", "2,4", "--n-reps", "2", "--kernels", "linear")
+#: The record's quantities: the weighted F1 of each method (Fig. 1) and, for n_k = 2, the
+#: spectral ratios of Tables 1-2 with Proposition 2's trace ratio and scaled ratio.
+F1_LABELS = {m: f"F1 {m}" for m in METHODS}
+SPECTRAL_LABELS = ("C(K)", "C(K_Psi)", "tr K / tr K_Psi", "C(K_Psi) tr K / tr K_Psi")
+
+
+def make_toy_record(args, argv, out):
+    """The reproduction record of a run: one cell per (data set, kernel, repetition, quantity)."""
+    cells = []
+    for r in out["results"].to_dict("records"):
+        values = {F1_LABELS[m]: r[f"f1_{m}"] for m in METHODS}
+        if r["n_k"] == 2:
+            ratio = r["trK_over_trKPsi"]
+            values.update(
+                zip(SPECTRAL_LABELS, (r["C_K"], r["C_KPsi"], ratio, r["C_KPsi"] * ratio))
+            )
+        N, nk, rep = int(r["N"]), int(r["n_k"]), int(r["rep"])
+        seed = common.task_seed(args.seed, N, nk, rep)
+        cells += [
+            dict(N=N, n_k=nk, kernel=r["kernel"], quantity=q, rep=rep, seed=seed, value=float(v))
+            for q, v in values.items()
+        ]
+    f1 = list(F1_LABELS.values())
+    fig1 = dict(value="value", rows=["N", "n_k"], column="quantity", over="rep", digits=3,
+                row_headers=["N", "n_k"], count_header="draws")  # fmt: skip
+    tables = [
+        dict(fig1, name=f"fig1_{k}", where=dict(kernel=k, quantity=f1),
+             title=f"Fig. 1: weighted F1 on the test set, {name} kernel")
+        for k, name in (("linear", "linear"), ("rbf", "Gaussian")) if k in args.kernels
+    ]  # fmt: skip
+    if 2 in args.n_features:
+        spectral = dict(value="value", rows=["N"], column="quantity", over="rep", digits=4,
+                        count_header="draws", where=dict(n_k=2))  # fmt: skip
+        if "rbf" in args.kernels:
+            tables.append(dict(
+                spectral, name="table1", where=dict(n_k=2, kernel="rbf",
+                                                    quantity=["C(K)", "C(K_Psi)"]),
+                title="Table 1: spectral ratios on the training sets, Gaussian kernel "
+                "(gamma = 1), n_k = 2"))  # fmt: skip
+        if "linear" in args.kernels:
+            tables.append(dict(
+                spectral, name="table2", where=dict(n_k=2, kernel="linear", quantity=[
+                    "C(K)", "C(K_Psi)", "tr K / tr K_Psi", "C(K_Psi) tr K / tr K_Psi"]),
+                title="Table 2: Proposition 2's quantities, linear kernel, n_k = 2"))  # fmt: skip
+    figures = [
+        dict(name=t["name"], kind="bars", table=t["name"], ylabel="weighted F1 (test)")
+        for t in tables
+        if t["name"].startswith("fig1")
+    ]
+    seeds = {args.seed} | {c["seed"] for c in cells}
+    return make_record(
+        "vsk_toy",
+        "NB, SVM and SVM-VSK on the 12 toy data sets; spectral ratios of K and K_Psi",
+        "Campi et al. 2021, Sec. 6.1, Fig. 1, Tables 1-2",
+        recorded_command(__file__, argv),
+        seeds=sorted(seeds),
+        keys=["N", "n_k", "kernel", "quantity", "rep"],
+        cells=cells,
+        tables=tables,
+        figures=figures,
+        reduced=REDUCED,
+        run_seconds=out["seconds"],
     )
 
 

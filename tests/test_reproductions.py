@@ -47,7 +47,9 @@ def test_record_command_exists_and_parses(path):
     assert os.path.normpath(args.record) == os.path.join("results", path.name)
     # and the reduced grid parses too
     rep.parse_recorded_command(record, ROOT, record["reduced"])
-    assert record["seeds"] and record["run_seconds"] > 0
+    # every seed is recorded; only a run without random draws has none, and says so
+    assert record["seeds"] or (record["notes"] or "").startswith("deterministic")
+    assert record["run_seconds"] > 0
     assert {"python", "numpy", "scikit-learn", "ppa-dask"} <= set(record["versions"])
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["date"])
     # small files: KBs, at most a few hundred
@@ -223,3 +225,16 @@ def test_floats_are_saved_at_the_records_digits(tmp_path):
     rep.write_record(path, record)
     # one cell row per line
     assert sum(line.startswith("[") for line in path.read_text().splitlines()) == 8
+
+
+def test_a_single_value_table_shows_the_value_alone_and_says_which():
+    # a run without random draws (the VSK ICU series) or one fixed split: no spread to show
+    values = np.array([[0.25, 0.5]])
+    table = dict(name="t", title="T", value="value", rows=["group"], column="method",
+                 over="seed", single="one run, no random draws", digits=2)  # fmt: skip
+    record = _toy(values, tables=[table])
+    text = rep.render_table(record, "t")
+    assert "| a | 0.25 | 0.50 | 1 |" in text.splitlines() and "±" not in text
+    assert "one run, no random draws" in rep._block_text(record, "t")
+    record["seeds"] = []
+    assert "no random draws, in `results/toy.json`" in rep._command_text(record)

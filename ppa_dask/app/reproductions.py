@@ -56,6 +56,7 @@ import platform
 import re
 import shlex
 import sys
+import textwrap
 
 import numpy as np
 
@@ -218,7 +219,9 @@ def make_record(
         ``" / "``), ``digits``, ``tolerance`` (agreement when ``|ours - paper| <=
         tolerance``), ``labels`` (column value -> header), ``row_labels`` (row label ->
         display), ``row_headers``, ``count_header``, ``range`` (also show ``[min, max]``
-        over the seeds), ``scale`` (factor applied to the value). Figure specs: ``name``,
+        over the seeds), ``scale`` (factor applied to the value), ``single`` (each group
+        is one number, shown alone, no spread: a text saying which, e.g. ``"the fixed split
+        (split 0)"`` or ``"one run, no random draws"``). Figure specs: ``name``,
         ``kind`` in :data:`FIGURE_KINDS`, ``table``, ``title``, ``ylabel``, for ``lines``
         also ``x`` and ``panel`` (row fields), ``xlabel``, ``ylim``, ``panel_labels``.
     reduced : list of str
@@ -507,7 +510,12 @@ def render_table(record, name):
                 cells += ["-"] * (3 if with_paper else 1)
                 continue
             counts.add(r["n"])
-            text = "-" if not r["n"] else f"{_num(r['mean'], digits)} ± {_num(r['std'], digits)}"
+            if not r["n"]:
+                text = "-"
+            elif table.get("single"):
+                text = _num(r["mean"], digits)
+            else:
+                text = f"{_num(r['mean'], digits)} ± {_num(r['std'], digits)}"
             if r["n"] and table.get("range"):
                 text += f" [{_num(r['min'], digits)}, {_num(r['max'], digits)}]"
             cells.append(text)
@@ -534,7 +542,8 @@ def _command_text(record):
         f"```bash\n{shlex.join(record['command'])}\n```\n\n"
         f"Run {record['date'][:10]} in {record['run_seconds']:.0f} s on {record['machine']['cpus']} "
         f"CPUs (Python {v['python']}, ppa-dask {v['ppa-dask']}, {packages}); "
-        f"{len(record['seeds'])} seeds, in `results/{record['experiment']}.json`.\n"
+        f"{f'{n} seeds' if (n := len(record['seeds'])) else 'no random draws'}, in "
+        f"`results/{record['experiment']}.json`.\n"
     )
 
 
@@ -543,9 +552,10 @@ def _block_text(record, table_name):
         return _command_text(record)
     table = _table(record, table_name)
     minutes = record["run_seconds"] / 60
+    spread = table.get("single") or f"mean ± sample std over {table['over']}s"
     head = (
         f"**{table['title']}** (from `results/{record['experiment']}.json`; "
-        f"mean ± sample std over {table['over']}s; run time {minutes:.1f} min)"
+        f"{spread}; run time {minutes:.1f} min)"
     )
     return f"{head}\n\n{render_table(record, table_name)}\n"
 
@@ -729,6 +739,13 @@ def draw_figure(record, name, path):
         names = [str(table.get("row_labels", {}).get(g, g)) for g in groups]
         ax.set_xticks(np.arange(len(groups)), names, fontsize=8)
         ax.axhline(0, color="k", lw=0.5)
+        # bars that all stand high above 0 (scores near 1, errors near 100 %): start the axis
+        # below the lowest error bar, or their differences are invisible
+        low = [r["mean"] - r["std"] for r in rows if r["n"]]
+        high = [r["mean"] + r["std"] for r in rows if r["n"]]
+        if low and min(low) > 0 and min(low) >= 0.5 * max(high):
+            span = max(high) - min(low) + 1e-3 * max(high)
+            ax.set_ylim(min(low) - 0.3 * span, max(high) + 0.3 * span)
         ax.legend(fontsize=7)
     else:
         x_field, panel_field = spec["x"], spec["panel"]
@@ -759,7 +776,8 @@ def draw_figure(record, name, path):
         axes[0].legend(fontsize=7)
         ax = axes[0]
     ax.set_ylabel(spec.get("ylabel", table["value"]), fontsize=8)
-    fig.suptitle(spec.get("title", table["title"]), fontsize=10)
+    width = int(fig.get_figwidth() * 12)  # characters of a 10-point title across the figure
+    fig.suptitle(textwrap.fill(spec.get("title", table["title"]), width), fontsize=10)
     fig.savefig(path, format="png", dpi=100)
     return path
 
