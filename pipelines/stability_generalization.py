@@ -681,8 +681,8 @@ def make_gap_record(args, argv, rows, summary):
         for c in cells
     )
     figures = [
-        dict(name="s15", kind="bars", table="s15", title="Section S.1.5 (random forests on "
-             "MARSadd): ours (mean ± std over seeds) and the paper's", ylabel="R2 / nats"),
+        dict(name="s15", kind="bars", table="s15", title="S.1.5 by nu, random forests: ours, "
+             "paper (ticks)", ylabel="R2 / nats"),
     ][: int(has_s15)]  # fmt: skip
     return make_record(
         args.record_name,

@@ -49,6 +49,7 @@ import argparse
 import datetime
 import importlib.metadata
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -716,7 +717,21 @@ def draw_figure(record, name, path):
     # one colour per method across every figure (PCA grey, PPA red, PPA-GD blue, NLPCA
     # green), the rest in turn
     fixed = {"pca": "0.45", "ppa": "tab:red", "ppa_gd": "tab:blue", "nlpca": "tab:green"}
-    spare = iter(["0.45", "tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange"])
+    # (in turn, again from the start past the last: a figure may have more columns)
+    spare = itertools.cycle(
+        [
+            "0.45",
+            "tab:red",
+            "tab:blue",
+            "tab:green",
+            "tab:purple",
+            "tab:orange",
+            "tab:brown",
+            "tab:pink",
+            "tab:olive",
+            "tab:cyan",
+        ]
+    )
     colors = {c: fixed.get(str(c)) or next(spare) for c in columns}
     if spec["kind"] == "bars":
         groups = list(dict.fromkeys(r["label"] for r in rows))
