@@ -582,3 +582,21 @@ def test_bad_cluster_files_are_named(tmp_path, content, expected):
 def test_bundled_cluster_files_are_valid():
     for name in ("local.yaml", "slurm.yaml", "pbs.yaml", "kubernetes.yaml"):
         assert read_cluster_config(os.path.join(CLUSTER, name))["path"].endswith(name)
+
+
+@pytest.mark.parametrize("kind", ["slurm", "pbs"])
+def test_every_option_a_batch_file_accepts_has_its_type_checked(tmp_path, kind):
+    # the options a file accepts, as the error for an unknown one lists them
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"type": kind, "options": {"zzz_unknown": 1}}))
+    with pytest.raises(ClusterConfigError) as info:
+        read_cluster_config(str(cfg))
+    accepted = str(info.value).split("expected one of ", 1)[1].split(", ")
+    assert {"walltime", "memory", "job_script_prologue", "cores", "queue"} <= set(accepted)
+    for name in accepted:
+        # a value of the wrong type for every option (a mapping; a list for the one mapping)
+        wrong = [1] if name == "scheduler_options" else {"x": 1}
+        cfg.write_text(yaml.safe_dump({"type": kind, "options": {name: wrong}}))
+        with pytest.raises(ClusterConfigError, match=rf"options\.{name}: expected") as info:
+            read_cluster_config(str(cfg))
+        assert str(info.value).startswith(f"{cfg}: "), str(info.value)
