@@ -7,7 +7,8 @@ Each: exit 130 (SIGINT) or 143 (SIGTERM) with one line within seconds of the sig
 and nothing beside it; the local cluster's processes gone with the command; the scheduler that
 was not the command's own left running with its workers and none of the fit's tasks. And,
 without any batch system, reading a SLURM or PBS file (which imports dask-jobqueue) leaves
-Ctrl-C raising KeyboardInterrupt.
+Ctrl-C raising KeyboardInterrupt. On Kubernetes (none here) the signal comes while a
+KubeCluster, replaced by one that waits, waits for its pods: the same one line.
 """
 
 import json
@@ -196,3 +197,49 @@ def test_reading_a_batch_cluster_file_keeps_ctrl_c(kind):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "KeyboardInterrupt", (done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("signum, status, line", SIGNALS, ids=["SIGTERM", "SIGINT"])
+def test_a_signal_while_a_kubernetes_cluster_starts_is_one_line(
+    data, tmp_path, signum, status, line
+):
+    # No Kubernetes here: dask-kubernetes is imported for real (as --cluster kubernetes.yaml
+    # does, whatever its import does to the handlers), and its KubeCluster replaced by one that
+    # waits as a cluster waiting for its pods does; the signal comes during that wait.
+    script = (
+        "import sys, time\n"
+        "import dask_kubernetes.operator as operator\n"
+        "class WaitingKubeCluster:\n"
+        "    def __init__(self, **options):\n"
+        "        print('waiting for pods', flush=True)\n"
+        "        time.sleep(120)\n"
+        "operator.KubeCluster = WaitingKubeCluster\n"
+        "from ppa_dask.app.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    model = tmp_path / "m.zarr"
+    kube = os.path.join(ROOT, "cluster", "kubernetes.yaml")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, "fit", data, str(model), "--cluster", kube, *FIT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        out = []
+        while not out or out[-1].strip() != "waiting for pods":
+            assert proc.poll() is None and time.monotonic() < deadline, (out, proc.stderr.read())
+            out.append(proc.stdout.readline())
+        proc.send_signal(signum)
+        sent = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=BOUND)
+        assert time.monotonic() - sent < BOUND
+    finally:
+        _stop([proc])
+    assert proc.returncode == status, (stdout, stderr)
+    assert _one_error_line(stderr) == f"ppa-dask: {line}"
+    assert "Traceback" not in stderr, stderr
+    assert os.listdir(tmp_path) == []  # no model, nothing beside it
