@@ -48,6 +48,7 @@ import datetime
 import functools
 import importlib
 import importlib.util
+import json
 import logging
 import math
 import os
@@ -56,6 +57,7 @@ import platform
 import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -148,6 +150,8 @@ SIZES = {
         cost_d=(4, 8, 16, 32, 64, 128),
         cost_d_n=100_000,
         cost_repeats=3,
+        first_run_samples=None,
+        first_run_repeats=3,
     ),
     "quick": dict(
         pass_chunks=(16, 256, 4096),
@@ -185,6 +189,8 @@ SIZES = {
         cost_d=(4, 8, 16, 32, 64),
         cost_d_n=20_000,
         cost_repeats=2,
+        first_run_samples=None,
+        first_run_repeats=2,
     ),
     # the test suite's size: every row, in seconds
     "tiny": dict(
@@ -224,6 +230,8 @@ SIZES = {
         cost_d=(4, 6),
         cost_d_n=1_000,
         cost_repeats=1,
+        first_run_samples=20_000,
+        first_run_repeats=1,
     ),
 }
 
@@ -239,11 +247,12 @@ SECTIONS = {
     "scaling": ("scaling",),
     "passes": ("pass_floor", "chunks_fit"),
     "ensembles": ("ensemble_fanout", "ensemble_shared"),
+    "first_run": ("first_demo",),
 }
 #: Every row of a full run.
 ROW_IDS = tuple(r for rows in SECTIONS.values() for r in rows)
 #: Sections computed in this process; the others need a cluster.
-IN_PROCESS = ("memory", "table2", "cost")
+IN_PROCESS = ("memory", "table2", "cost", "first_run")
 
 #: Where a source checkout keeps the direct port (not installed with the package).
 PORT_FILE = pathlib.Path(__file__).resolve().parents[2] / "tests" / "direct_ppa.py"
@@ -1126,6 +1135,76 @@ def _section_passes(s, say, tmp):
     ]
 
 
+def _demo_once(cache, output, samples):
+    """One ``ppa-dask demo --no-cube`` in a fresh process with ``NUMBA_CACHE_DIR=cache``; its
+    wall time and the kernels' record of its summary."""
+    argv = [sys.executable, "-m", "ppa_dask", "demo", "--no-cube", "--output", output]
+    if samples is not None:
+        argv += ["--n-samples", str(samples)]
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+    env.pop("NUMBA_DISABLE_JIT", None)
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
+        raise RuntimeError(f"ppa-dask demo exited {done.returncode}: {' '.join(tail)}")
+    with open(os.path.join(output, "summary.json")) as f:
+        kernels = json.load(f)["kernels"]
+    shutil.rmtree(output, ignore_errors=True)
+    return seconds, kernels
+
+
+def _section_first_run(s, say):
+    """The first ``ppa-dask demo`` on a machine (an empty numba cache: every kernel compiled)
+    against a warm one (the cache filled by an earlier run), each a fresh process as a user
+    runs it, alternating cold and warm, ``first_run_repeats`` rounds."""
+    tmp = tempfile.mkdtemp(prefix="ppa-bench-first-")
+    try:
+        return _first_run_rows(s, say, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _first_run_rows(s, say, tmp):
+    samples = s["first_run_samples"]
+    warm = os.path.join(tmp, "numba-warm")
+    os.makedirs(warm, exist_ok=True)
+    _demo_once(warm, os.path.join(tmp, "demo-prime"), samples)  # fills the warm cache
+    times = {"first": [], "warm": []}
+    compiled = []
+    for r in range(s["first_run_repeats"]):
+        cold = tempfile.mkdtemp(prefix="numba-cold-", dir=tmp)
+        seconds, kernels = _demo_once(cold, os.path.join(tmp, f"demo-cold-{r}"), samples)
+        shutil.rmtree(cold, ignore_errors=True)
+        times["first"].append(seconds)
+        compiled.append(kernels["first_run"])
+        seconds, kernels = _demo_once(warm, os.path.join(tmp, f"demo-warm-{r}"), samples)
+        times["warm"].append(seconds)
+        if kernels["first_run"]:
+            raise RuntimeError("the warm demo compiled kernels: its cache was not used")
+        say(f"first_run: round {r + 1}: first {times['first'][-1]:.1f} s, warm {seconds:.1f} s")
+    if not all(compiled):
+        raise RuntimeError("a first-run demo compiled no kernel: its empty cache was not used")
+    first, again = _median(times["first"]), _median(times["warm"])
+    size = "defaults" if samples is None else f"--n-samples {samples:,}"
+    return [
+        _row(
+            "first_demo",
+            f"first ppa-dask demo --no-cube on a machine ({size}; empty numba cache: every "
+            "kernel compiled)",
+            "the same demo with the cache warm",
+            first,
+            again,
+            first / again,
+            "first / warm",
+            ("<=", 1.3),
+            times=times,
+            note=f"wall time of the command, {len(times['first'])} alternating rounds, medians",
+        )
+    ]
+
+
 def _section_ensembles(s, say, tmp):
     import dask.array as da
     from sklearn.tree import DecisionTreeRegressor
@@ -1462,6 +1541,7 @@ def run_bench(args, stream=None):
                 ("memory", _section_memory),
                 ("table2", _section_table2),
                 ("cost", _section_cost),
+                ("first_run", _section_first_run),
             ):
                 if name in sections:
                     with progress.stage(f"{name}_s", f"section {name}"):

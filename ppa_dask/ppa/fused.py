@@ -803,12 +803,20 @@ def _fused_kernel(
     lab = np.empty(CHUNK, dtype=np.int64)
     order = np.empty(CHUNK, dtype=np.int64)
     wts = np.empty((max(n_folds - 1, 1), CHUNK))
-    sums = np.zeros((J, n_folds, m))
-    yv = np.zeros((J, n_folds, fz, g1))
-    zz = np.zeros((J, n_folds))
-    counts = np.zeros(n_folds, dtype=np.int64)
-    tmin_lane = np.full((J, CHUNK), np.inf)  # per-lane extremes vectorise; reduced at the end
-    tmax_lane = np.full((J, CHUNK), -np.inf)
+    # np.empty and a fill, not np.zeros / np.full: each of those, per dimension count, is one
+    # more function numba compiles on a machine's first run
+    sums = np.empty((J, n_folds, m))
+    sums[:] = 0.0
+    yv = np.empty((J, n_folds, fz, g1))
+    yv[:] = 0.0
+    zz = np.empty((J, n_folds))
+    zz[:] = 0.0
+    counts = np.empty(n_folds, dtype=np.int64)
+    counts[:] = 0
+    tmin_lane = np.empty((J, CHUNK))  # per-lane extremes vectorise; reduced at the end
+    tmin_lane[:] = np.inf
+    tmax_lane = np.empty((J, CHUNK))
+    tmax_lane[:] = -np.inf
     for a in range(0, n, CHUNK):
         b = min(n, a + CHUNK)
         L = b - a
@@ -834,18 +842,16 @@ def _fused_kernel(
             gs = g_prev[s]
             es = E_prev[s]
             Us = U_prev[s, :, :gs]
-            if s == 0 and not source:
-                _alpha_chunk(Y, a, L, es, ap)
-            else:
-                _alpha_chunk(Yu, 0, L, es, ap)
+            # one call site per helper: each is inlined, so a second one doubled its code
+            first = s == 0 and not source
+            Yin = Y if first else Yu
+            a_in = a if first else 0
+            _alpha_chunk(Yin, a_in, L, es, ap)
             off_s, sc_s = P_prev[s, 0], P_prev[s, 1]
             for r in range(L):
                 tp[r] = (ap[r] - off_s) / sc_s
             _extended_fill(tp, L, gs - 1, P_prev[s, 2], P_prev[s, 3], 0, Tp3, tcp, dtmp)
-            if s == 0 and not source:
-                _shift_chunk(ap, L, -1.0, es, Us, Tp, Y, a, Yu, 0)
-            else:
-                _shift_chunk(ap, L, -1.0, es, Us, Tp, Yu, 0, Yu, 0)
+            _shift_chunk(ap, L, -1.0, es, Us, Tp, Yin, a_in, Yu, 0)
         if has_rotation:
             # into the smaller frame: z = Q^T y
             for j in range(fz):
@@ -868,9 +874,30 @@ def _fused_kernel(
             for r in range(L):
                 h = _splitmix64(key + (np.uint64(start + a + r) + np.uint64(1)) * _GOLDEN)
                 lab[r] = np.int64(h % nf)
-        if gather:
-            # ---- moments fold by fold on its rows, gathered: one product per row ----
-            for fo in range(n_folds):
+        if not gather:
+            # ---- moments on all rows (the last fold holds the total until the end), then
+            # each other fold's with 0/1 weights ----
+            counts[last] += L
+            for fo in range(last):
+                wf = wts[fo]
+                c = 0
+                for r in range(L):
+                    hit = lab[r] == fo
+                    wf[r] = 1.0 if hit else 0.0
+                    c += hit
+                counts[fo] += c
+            if folded:
+                for r in range(L):
+                    yy[r] = 0.0
+                for i in range(fz):
+                    ys = Ys[i]
+                    for r in range(L):
+                        yy[r] += ys[r] * ys[r]
+        # gathered: one group per fold (its rows, one product per row); else one of all rows.
+        # One call site of _direction_moments for both (it is inlined: two doubled its code)
+        for grp in range(n_folds if gather else 1):
+            if gather:
+                fo = grp
                 c = 0
                 for r in range(L):
                     if lab[r] == fo:
@@ -888,11 +915,15 @@ def _fused_kernel(
                         v = ys[order[q]]
                         yf[q] = v
                         yy[q] += v * v
-                for j in range(J):
-                    _direction_moments(
-                        Yf, fz, c, E[j], offs[j], scs[j], g1, al, tn, T3,
-                        tmin_lane[j], tmax_lane[j], sums[j, fo], yv[j, fo],
-                    )  # fmt: skip
+            else:
+                fo = last
+                c = L
+            for j in range(J):
+                _direction_moments(
+                    Yf, fz, c, E[j], offs[j], scs[j], g1, al, tn, T3,
+                    tmin_lane[j], tmax_lane[j], sums[j, fo], yv[j, fo],
+                )  # fmt: skip
+                if gather:
                     # the norm orthogonal to this and every earlier direction of the pass:
                     # gathered ahead, step j's residual is this one without the earlier ones
                     s = 0.0
@@ -901,57 +932,34 @@ def _fused_kernel(
                         yy[q] = v
                         s += v
                     zz[j, fo] += s
-            continue
-        # ---- moments on all rows (the last fold holds the total until the end), then each
-        # other fold's with 0/1 weights ----
-        counts[last] += L
-        for fo in range(last):
-            wf = wts[fo]
-            c = 0
-            for r in range(L):
-                hit = lab[r] == fo
-                wf[r] = 1.0 if hit else 0.0
-                c += hit
-            counts[fo] += c
-        if folded:
-            for r in range(L):
-                yy[r] = 0.0
-            for i in range(fz):
-                ys = Ys[i]
+                    continue
+                if not folded:
+                    continue
                 for r in range(L):
-                    yy[r] += ys[r] * ys[r]
-        for j in range(J):
-            _direction_moments(
-                Ys, fz, L, E[j], offs[j], scs[j], g1, al, tn, T3,
-                tmin_lane[j], tmax_lane[j], sums[j, last], yv[j, last],
-            )  # fmt: skip
-            if not folded:
-                continue
-            for r in range(L):
-                yy[r] -= al[r] * al[r]
-            s = 0.0
-            for r in range(L):
-                s += yy[r]
-            zz[j, last] += s
-            for fo in range(last):
-                wf = wts[fo]
-                sj = sums[j, fo]
-                for k in range(m):
-                    Tk = T[k]
-                    s = 0.0
-                    for r in range(L):
-                        s += Tk[r] * wf[r]
-                    sj[k] += s
-                for k in range(g1):
-                    Tk = T[k]
-                    Twk = Tw[k]
-                    for r in range(L):
-                        Twk[r] = Tk[r] * wf[r]
-                _cross_moments(Ys, Tw, fz, g1, L, yv[j, fo])
+                    yy[r] -= al[r] * al[r]
                 s = 0.0
                 for r in range(L):
-                    s += yy[r] * wf[r]
-                zz[j, fo] += s
+                    s += yy[r]
+                zz[j, last] += s
+                for fw in range(last):
+                    wf = wts[fw]
+                    sj = sums[j, fw]
+                    for k in range(m):
+                        Tk = T[k]
+                        s = 0.0
+                        for r in range(L):
+                            s += Tk[r] * wf[r]
+                        sj[k] += s
+                    for k in range(g1):
+                        Tk = T[k]
+                        Twk = Tw[k]
+                        for r in range(L):
+                            Twk[r] = Tk[r] * wf[r]
+                    _cross_moments(Ys, Tw, fz, g1, L, yv[j, fw])
+                    s = 0.0
+                    for r in range(L):
+                        s += yy[r] * wf[r]
+                    zz[j, fw] += s
     if folded and not gather:  # the last fold held the total: make it the total minus the others
         for fo in range(last):
             counts[last] -= counts[fo]
@@ -962,8 +970,10 @@ def _fused_kernel(
                 for i in range(fz):
                     for k in range(g1):
                         yv[j, last, i, k] -= yv[j, fo, i, k]
-    tmin = np.full(J, np.inf)
-    tmax = np.full(J, -np.inf)
+    tmin = np.empty(J)
+    tmin[:] = np.inf
+    tmax = np.empty(J)
+    tmax[:] = -np.inf
     for j in range(J):
         for r in range(CHUNK):
             tmin[j] = min(tmin[j], tmin_lane[j, r])
@@ -976,19 +986,22 @@ def _centred_moments_kernel(X):
     n, d = X.shape
     flat = X.ravel()
     width = CHUNK * d
-    lane = np.zeros(width)  # sweep 1, the mean: contiguous sums, lane j holds column j % d
+    lane = np.empty(width)  # sweep 1, the mean: contiguous sums, lane j holds column j % d
+    lane[:] = 0.0
     for a in range(0, n * d, width):
         L = min(n * d, a + width) - a
         part = flat[a : a + L]
         for j in range(L):
             lane[j] += part[j]
-    mean = np.zeros(d)
+    mean = np.empty(d)
+    mean[:] = 0.0
     for j in range(width):
         mean[j % d] += lane[j]
     for i in range(d):
         mean[i] /= max(n, 1)
     Yc = np.empty((d, CHUNK))
-    scatter = np.zeros((d, d))
+    scatter = np.empty((d, d))
+    scatter[:] = 0.0
     for a in range(0, n, CHUNK):  # sweep 2: the scatter about the mean (two-pass, no cancellation)
         L = min(n, a + CHUNK) - a
         for r in range(L):
