@@ -86,23 +86,6 @@ def test_float64_input_is_written_float64_and_other_dtypes_are_refused(tmp_path)
         write_cube(components(ds), tmp_path / "d.nc", like=like, dtype="int16")
 
 
-def test_cli_transform_writes_float32_for_integer_input_unless_told(tmp_path, capsys):
-    from ppa_dask.app.cli import main
-
-    ds = scene()
-    source = str(tmp_path / "scene.tif")
-    ds["refl"].rio.to_raster(source, tiled=True, blockxsize=16, blockysize=16)
-    model = str(tmp_path / "m.zarr")
-    threads = ["--scheduler", "threads"]
-    assert main(["fit", source, model, "--degree", "2", *threads]) == 0
-    for extra, expected in (([], np.float32), (["--dtype", "float64"], np.float64)):
-        out = str(tmp_path / f"c{len(extra)}.tif")
-        assert main(["transform", model, source, out, *extra, *threads]) == 0
-        back = rioxarray.open_rasterio(out)
-        assert back.dtype == expected and back.rio.crs == ds.rio.crs
-    capsys.readouterr()
-
-
 @pytest.mark.parametrize("suffix", [".tif", ".nc", ".zarr"])
 def test_cli_dtype_and_georeferencing_for_every_output_format(tmp_path, capsys, suffix):
     """transform and inverse, each output format: float32 by default for a uint16 scene,
