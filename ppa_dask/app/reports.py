@@ -15,8 +15,8 @@ public API, so the scripts need no ``sys.path`` edits.
   keys and come back in task order, so results do not depend on the number of workers.
 * Tables: :func:`write_table` (rows of dicts; CSV at full precision and markdown),
   :func:`write_csv`, :func:`markdown_table`, :func:`write_frame_table` (a DataFrame), all
-  drawn by one pipe-table writer; :func:`read_csv`, :func:`mean_std`, :func:`pm`,
-  :func:`mean_std_text`, :func:`fmt`.
+  drawn by :func:`ppa_dask.utils.tables.pipe_table`; :func:`read_csv`, :func:`mean_std`,
+  :func:`pm`, :func:`mean_std_text`, :func:`fmt`.
 * Figures and reports: :func:`new_figure` (Agg canvas, no pyplot state),
   :func:`matplotlib_headless`, :func:`save_figure`, :func:`write_report`,
   :func:`write_json`, :func:`command_line`, :func:`prepare_output`, :class:`Timer`.
@@ -48,6 +48,7 @@ from ppa_dask.app.reproductions import add_record_option
 from ppa_dask.datasets import PAPER_DATASETS
 from ppa_dask.utils.fanout import run_tasks
 from ppa_dask.utils.seeds import child_seed
+from ppa_dask.utils.tables import pipe_table
 
 __all__ = [
     "C_GRID",
@@ -437,13 +438,6 @@ def task_seed(seed, *keys):
 # -------------------------------------------------------------------------------------------
 
 
-def _pipe_table(headers, rows):
-    """A markdown pipe table of header strings and rows of cell strings (no final newline)."""
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-    return "\n".join(lines)
-
-
 def _md_cell(value, fmt_):
     if value is None:
         return ""
@@ -495,7 +489,7 @@ def write_table(
         [_md_cell(row.get(key), f) for key, _, f in cols]
         for row in (rows if md_rows is None else md_rows)
     ]
-    text = _pipe_table([header for _, header, _ in cols], body) + "\n"
+    text = pipe_table([header for _, header, _ in cols], body) + "\n"
     if title:
         text = f"**{title}**\n\n" + text
     with open(os.path.join(directory, stem + ".md"), "w") as f:
@@ -555,7 +549,7 @@ def markdown_table(rows, columns, headers=None):
     |---|---|
     | 1 | 0.25 |
     """
-    return _pipe_table(headers or columns, [[fmt(r.get(c)) for c in columns] for r in rows])
+    return pipe_table(headers or columns, [[fmt(r.get(c)) for c in columns] for r in rows])
 
 
 def write_frame_table(df, output, name, title=None, floatfmt="{:.3f}", note=None):
@@ -577,7 +571,7 @@ def write_frame_table(df, output, name, title=None, floatfmt="{:.3f}", note=None
     os.makedirs(output, exist_ok=True)
     df.to_csv(os.path.join(output, name + ".csv"), index=False)
     body = [[cell(v) for v in row] for row in df.itertuples(index=False)]
-    text = (f"## {title}\n\n" if title else "") + _pipe_table([str(c) for c in df.columns], body)
+    text = (f"## {title}\n\n" if title else "") + pipe_table([str(c) for c in df.columns], body)
     text += "\n"
     if note:
         text += "\n" + note.strip() + "\n"

@@ -62,6 +62,7 @@ import textwrap
 import numpy as np
 
 from ppa_dask.utils.files import JSONFileError, read_json_file, write_text_atomic
+from ppa_dask.utils.tables import pipe_table
 from ppa_dask.utils.version import VERSION
 
 __all__ = [
@@ -500,7 +501,7 @@ def render_table(record, name):
         if with_paper:
             headers += [f"paper {head}", f"{head} - paper"]
     headers.append(table.get("count_header", "seeds"))
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    body = []
     row_labels = table.get("row_labels", {})
     for label in dict.fromkeys(r["label"] for r in rows):
         cells = [str(row_labels.get(label, label))]
@@ -526,8 +527,8 @@ def render_table(record, name):
                 cells.append("-" if diff is None else f"{diff:+.{digits}f}")
         counts.discard(0)
         cells.append(",".join(str(n) for n in sorted(counts)) or "0")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        body.append(cells)
+    return pipe_table(headers, body)
 
 
 #: The block name that renders a record's command, run time, date and versions.
