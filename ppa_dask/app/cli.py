@@ -65,8 +65,10 @@ from ppa_dask.app.demo import (
     DEMO_OUTPUT,
 )
 from ppa_dask.app.pipeline import Run, load_pipeline, too_many_components
-from ppa_dask.ppa.estimator import PPA
+from ppa_dask.ppa.estimator import PARAMETER_CONSTRAINTS, PPA
 from ppa_dask.store.results import is_remote, local_path
+from ppa_dask.store.stacker import NAN_POLICIES
+from ppa_dask.utils.params import parse_degree_text
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.signals import EXIT_STATUS, Terminated, raising_signals
 from ppa_dask.utils.version import VERSION
@@ -375,20 +377,11 @@ def run_run(args, stream=None):
 
 
 def _degree_spec(text):
-    """argparse type: ``3``, ``1-5`` or ``1,2,4``."""
+    """argparse type: ``3``, ``1-5`` or ``1,2,4`` (:func:`ppa_dask.utils.params.parse_degree_text`)."""
     try:
-        if "-" in text:
-            lo, hi = (int(t) for t in text.split("-"))
-            values = list(range(lo, hi + 1))
-        else:
-            values = [int(t) for t in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected a degree >= 1, a range such as 1-5 or a list such as 1,2,4; got {text!r}"
-        )
-    return values[0] if len(values) == 1 else values
+        return parse_degree_text(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _nodata(text):
@@ -591,7 +584,7 @@ def _add_fit(subparsers):
     )
     p.add_argument(
         "--nan-policy",
-        choices=("raise", "drop_samples"),
+        choices=NAN_POLICIES,
         default="raise",
         help="xarray input: samples with NaN in some features (default: raise)",
     )
@@ -626,7 +619,7 @@ def _add_fit(subparsers):
     )
     p.add_argument(
         "--residual-cache",
-        choices=("auto", "persist", "checkpoint", "recompute"),
+        choices=PARAMETER_CONSTRAINTS["residual_cache"].values,
         default="auto",
         help="keep the residual on the workers between passes, checkpoint it to "
         "disk, or recompute it (default: auto, from the data size and the "

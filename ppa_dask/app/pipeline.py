@@ -101,7 +101,6 @@ from __future__ import annotations
 import copy
 import csv
 import datetime
-import difflib
 import hashlib
 import inspect
 import json
@@ -119,13 +118,21 @@ from ppa_dask import datasets, store
 from ppa_dask.app.baseline import pca_reconstruction_errors
 from ppa_dask.app.cluster import compute_with_progress, step_reporter
 from ppa_dask.app.plotting import robust_limits
-from ppa_dask.ppa.estimator import PPA
+from ppa_dask.ppa.estimator import PARAMETER_CONSTRAINTS, PPA
 from ppa_dask.ppa.kernels import row_hash
 from ppa_dask.store.feature_dims import FEATURE_DIM_SEP, merge_feature_dims, split_feature_dims
 from ppa_dask.store.sources import fingerprint
 from ppa_dask.store.stacker import fill_warning
 from ppa_dask.utils.files import read_json_file, remove_path, write_json_atomic, write_text_atomic
-from ppa_dask.utils.params import AnyOf, Integer, Options, is_int
+from ppa_dask.utils.params import (
+    AnyOf,
+    Integer,
+    Options,
+    candidate_degrees,
+    did_you_mean,
+    is_int,
+    unknown_key,
+)
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.seeds import child_seed
 from ppa_dask.utils.version import VERSION
@@ -249,12 +256,16 @@ def _str_field(default=_REQUIRED, none=False, pattern=None, what="a string"):
 
 
 def _degree_check(v):
-    text = "an integer >= 1 or a non-empty list of integers >= 1"
-    if is_int(v) and v >= 1:
-        return int(v)
-    if isinstance(v, list) and v and all(is_int(g) and g >= 1 for g in v):
-        return sorted({int(g) for g in v})
-    raise _Bad(text)
+    # the estimator's own reading of a degree (ppa_dask.utils.params.candidate_degrees), for
+    # the two forms a file writes: an integer or a list
+    if is_int(v) or isinstance(v, list):
+        try:
+            candidates = candidate_degrees(v)
+        except (TypeError, ValueError):
+            pass
+        else:
+            return candidates[0] if is_int(v) else candidates
+    raise _Bad("an integer >= 1 or a non-empty list of integers >= 1")
 
 
 def _range_check(v):
@@ -437,9 +448,12 @@ _SECTIONS = {
         "cv": _int_field(2, default=2),
         "n_components": _int_field(1, default=None, none=True),
         "whiten": _bool_field(False),
-        "extrapolation": _choice_field(("linear", "polynomial"), default="linear"),
+        # the estimator's own choices (ppa_dask.ppa.estimator.PARAMETER_CONSTRAINTS)
+        "extrapolation": _choice_field(
+            PARAMETER_CONSTRAINTS["extrapolation"].values, default="linear"
+        ),
         "residual_cache": _choice_field(
-            ("auto", "persist", "checkpoint", "recompute"), default="auto"
+            PARAMETER_CONSTRAINTS["residual_cache"].values, default="auto"
         ),
     },
     "transform": {
@@ -477,11 +491,6 @@ def _raise(expected):
     raise _Bad(expected)
 
 
-def _suggest(key, allowed):
-    close = difflib.get_close_matches(key, allowed, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _check_section(raw, fields, where, errors):
     """Validate one mapping against ``fields`` (nested dicts are sub-sections)."""
     out = {}
@@ -492,12 +501,8 @@ def _check_section(raw, fields, where, errors):
         return out
     for key in raw:
         if key not in fields:
-            allowed = sorted(fields)
             name = f"{where}.{key}" if where else str(key)
-            errors.append(
-                f"{name}: unknown key{_suggest(str(key), allowed)};"
-                f" expected one of {', '.join(allowed)}"
-            )
+            errors.append(unknown_key(name, str(key), fields))
     for key, field in fields.items():
         name = f"{where}.{key}" if where else key
         if isinstance(field, dict):
@@ -557,7 +562,7 @@ def _check_data(raw, errors):
         if data["name"] not in names:
             errors.append(
                 f"data.name: expected a bundled data set ({', '.join(names)}), got "
-                f"{data['name']!r}{_suggest(data['name'], names)}"
+                f"{data['name']!r}{did_you_mean(data['name'], names)}"
             )
     if source in ("zarr", "xarray") and isinstance(data.get("path"), str):
         path = data["path"]
@@ -605,7 +610,7 @@ def _check_generator_params(data, errors):
     for key in unknown:
         errors.append(
             f"data.params.{key}: unknown parameter of the {kind!r} generator ({name})"
-            f"{_suggest(key, allowed)}; expected one of {', '.join(allowed)}"
+            f"{did_you_mean(key, allowed)}; expected one of {', '.join(allowed)}"
         )
     if unknown or any(key in _GENERATOR_OWN for key in params):
         return
@@ -639,7 +644,7 @@ def _check_params_against(func_name, params, where, errors):
         if key not in allowed:
             errors.append(
                 f"{where}.{key}: unknown parameter of {func_name}"
-                f"{_suggest(key, allowed)};"
+                f"{did_you_mean(key, allowed)};"
                 f" expected one of {', '.join(allowed)}"
             )
 
@@ -725,11 +730,7 @@ def validate_pipeline(raw, where="pipeline"):
     fields = {**_TOP, "data": None, **_SECTIONS}
     for key in raw:
         if key not in fields:
-            allowed = sorted(fields)
-            errors.append(
-                f"{key}: unknown key{_suggest(str(key), allowed)}; expected one of "
-                f"{', '.join(allowed)}"
-            )
+            errors.append(unknown_key(str(key), str(key), fields))
     config = _check_section({k: v for k, v in raw.items() if k in _TOP}, _TOP, "", errors)
     if "data" not in raw:
         errors.append("data: required; expected a mapping with a 'source' key")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import numbers
 import os
 
@@ -37,17 +36,28 @@ from ppa_dask.utils.arrays import check_dask_samples, is_dask, is_xarray
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import compute, current_client, tree_reduce
 from ppa_dask.utils.events import publish_step
-from ppa_dask.utils.params import PATH, AnyOf, Integer, Options, Real, check_params, is_int
+from ppa_dask.utils.params import (
+    PATH,
+    AnyOf,
+    Integer,
+    Options,
+    Real,
+    candidate_degrees,
+    check_params,
+    is_int,
+)
 from ppa_dask.utils.seeds import RANDOM_STATE, estimator_seed
 from ppa_dask.utils.warnings import RankDeficientWarning, warn
 
-__all__ = ["PPA"]
+__all__ = ["PARAMETER_CONSTRAINTS", "PPA"]
 
 # rows kept on the client to estimate each step's range of alpha before its pass
 _RANGE_SAMPLE_ROWS = 8192
-# what each parameter may be (n_components, bounded by the data, is added at fit; degree, an
-# int or an iterable of candidates, is checked by _candidate_degrees)
-_PARAMS = {
+#: What each parameter of :class:`PPA` may be (:mod:`ppa_dask.utils.params` constraints): the
+#: one declaration, which the CLI's choices and the pipeline file's allowed values read.
+#: ``n_components``, bounded by the data, is added at fit; ``degree`` (an int or candidates) is
+#: :func:`ppa_dask.utils.params.candidate_degrees`.
+PARAMETER_CONSTRAINTS = {
     "cv": Integer(2),
     "random_state": RANDOM_STATE,
     "extrapolation": Options("linear", "polynomial"),
@@ -457,44 +467,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     # ---------------------------------------------------------------------------------------
 
     def _candidate_degrees(self):
-        degree = self.degree
-        if isinstance(degree, numbers.Integral) and not isinstance(degree, bool):
-            candidates, fixed = [int(degree)], True
-        else:
-            # counted before anything is built: range(1, 10**15) is a small object
-            try:
-                count = len(degree)
-            except OverflowError:  # (a range longer than sys.maxsize)
-                count = MAX_CANDIDATE_DEGREES + 1
-            except TypeError:  # no length: take one more than allowed, at most
-                count = None
-            if count is not None and count > MAX_CANDIDATE_DEGREES:
-                raise ValueError(
-                    f"degree holds more than {MAX_CANDIDATE_DEGREES} candidate degrees "
-                    f"({degree!r:.60}); at most {MAX_CANDIDATE_DEGREES} are cross-validated"
-                )
-            try:
-                candidates = list(itertools.islice(degree, MAX_CANDIDATE_DEGREES + 1))
-            except TypeError:
-                raise TypeError(
-                    f"degree must be an int or an iterable of ints, got {degree!r}"
-                ) from None
-            if len(candidates) > MAX_CANDIDATE_DEGREES:
-                raise ValueError(
-                    f"degree holds more than {MAX_CANDIDATE_DEGREES} candidate degrees "
-                    f"({degree!r:.60}); at most {MAX_CANDIDATE_DEGREES} are cross-validated"
-                )
-            if not candidates:
-                raise ValueError("degree must not be an empty iterable of candidate degrees")
-            if not all(
-                isinstance(g, numbers.Integral) and not isinstance(g, bool) for g in candidates
-            ):
-                raise TypeError(f"degree candidates must be ints, got {candidates!r}")
-            candidates = sorted({int(g) for g in candidates})
-            fixed = len(candidates) == 1
-        if candidates[0] < 1:
-            raise ValueError(f"degree must be >= 1, got {self.degree!r}")
-        return candidates, fixed
+        candidates = candidate_degrees(self.degree, limit=MAX_CANDIDATE_DEGREES)
+        return candidates, len(candidates) == 1
 
     def _check_params(self, n_samples, n_features):
         """Check the parameters against the data's shape; returns (candidates, fixed, n_steps).
@@ -504,7 +478,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         (:meth:`_check_fold_rows`).
         """
         candidates, fixed = self._candidate_degrees()
-        spec = dict(_PARAMS)
+        spec = dict(PARAMETER_CONSTRAINTS)
         if fixed:
             del spec["cv"]  # one degree: no cross-validation, so any cv is ignored
         spec["n_components"] = AnyOf(

@@ -17,6 +17,8 @@ n_samples must be an int >= 1, got 0
 
 from __future__ import annotations
 
+import difflib
+import itertools
 import math
 import numbers
 import os
@@ -32,12 +34,16 @@ __all__ = [
     "Options",
     "PATH",
     "Real",
+    "candidate_degrees",
     "check_float",
     "check_int",
     "check_param",
     "check_params",
+    "did_you_mean",
     "is_int",
     "is_real",
+    "parse_degree_text",
+    "unknown_key",
 ]
 
 
@@ -288,3 +294,118 @@ def check_float(name: str, value, *, minimum=None, strict=False) -> float:
 
 #: A filesystem path (``str`` or ``os.PathLike``).
 PATH = Instance(str, os.PathLike, expected="a path (str or os.PathLike)")
+
+
+# ---------------------------------------------------------------------------------------------
+# words shared by every front-end (the estimator, the CLI, the pipeline and cluster files)
+# ---------------------------------------------------------------------------------------------
+
+
+def did_you_mean(word, allowed):
+    """``" (did you mean 'x'?)"`` naming the allowed word closest to ``word``, or ``""``.
+
+    >>> did_you_mean("degre", ["cv", "degree"]), did_you_mean("zzz", ["cv", "degree"])
+    (" (did you mean 'degree'?)", '')
+    """
+    close = difflib.get_close_matches(str(word), list(allowed), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown_key(name, key, allowed):
+    """The refusal of a key a mapping does not take: ``name`` is the key as the file spells it
+    (``model.degre``), ``allowed`` the keys it takes (listed sorted).
+
+    >>> unknown_key("model.degre", "degre", ["degree", "cv"])
+    "model.degre: unknown key (did you mean 'degree'?); expected one of cv, degree"
+    """
+    allowed = sorted(allowed)
+    return f"{name}: unknown key{did_you_mean(key, allowed)}; expected one of {', '.join(allowed)}"
+
+
+#: What :func:`parse_degree_text` reads, in the words of its refusal.
+DEGREE_TEXT = "a degree >= 1, a range such as 1-5 or a list such as 1,2,4"
+
+
+def parse_degree_text(text):
+    """The degree(s) a text names: ``"3"`` -> 3, ``"1-5"`` -> [1, 2, 3, 4, 5], ``"1,2,4"`` ->
+    [1, 2, 4] (as written; :func:`candidate_degrees` sorts them).
+
+    Raises ``ValueError`` ("expected <DEGREE_TEXT>; got '<text>'") for anything else, and for
+    a degree below 1.
+
+    >>> parse_degree_text("3"), parse_degree_text("1-3"), parse_degree_text("4,2")
+    (3, [1, 2, 3], [4, 2])
+    """
+    try:
+        if "-" in text:
+            lo, hi = (int(t) for t in text.split("-"))
+            values = list(range(lo, hi + 1))
+        else:
+            values = [int(t) for t in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise ValueError(f"expected {DEGREE_TEXT}; got {text!r}")
+    return values[0] if len(values) == 1 else values
+
+
+def candidate_degrees(degree, limit=None):
+    """The candidate degrees ``degree`` stands for, sorted and distinct: an int >= 1, or an
+    iterable of such ints (cross-validated per step when there are several).
+
+    Parameters
+    ----------
+    degree : int or iterable of int
+    limit : int, optional
+        Most candidates allowed; an iterable holding more is refused before it is read whole
+        (``range(1, 10**15)`` is a small object).
+
+    Returns
+    -------
+    list of int
+
+    Raises
+    ------
+    TypeError
+        For a value that is not an int nor an iterable of ints (bools are not ints here).
+    ValueError
+        For no candidate, one below 1, or more than ``limit``.
+
+    Examples
+    --------
+    >>> candidate_degrees(3), candidate_degrees([4, 2, 4])
+    ([3], [2, 4])
+    """
+    if is_int(degree):
+        candidates = [int(degree)]
+    else:
+        too_many = (
+            f"degree holds more than {limit} candidate degrees ({degree!r:.60}); at most "
+            f"{limit} are cross-validated"
+        )
+        if limit is not None:
+            try:
+                count = len(degree)
+            except OverflowError:  # (a range longer than sys.maxsize)
+                count = limit + 1
+            except TypeError:  # no length: take one more than allowed, at most
+                count = None
+            if count is not None and count > limit:
+                raise ValueError(too_many)
+        try:
+            items = degree if limit is None else itertools.islice(degree, limit + 1)
+            candidates = list(items)
+        except TypeError:
+            raise TypeError(
+                f"degree must be an int or an iterable of ints, got {degree!r}"
+            ) from None
+        if limit is not None and len(candidates) > limit:
+            raise ValueError(too_many)
+        if not candidates:
+            raise ValueError("degree must not be an empty iterable of candidate degrees")
+        if not all(is_int(g) for g in candidates):
+            raise TypeError(f"degree candidates must be ints, got {candidates!r}")
+        candidates = sorted({int(g) for g in candidates})
+    if candidates[0] < 1:
+        raise ValueError(f"degree must be >= 1, got {degree!r}")
+    return candidates
