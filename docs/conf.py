@@ -127,7 +127,7 @@ sphinx_gallery_conf = {
 # pydata-sphinx-theme, the theme of the ecosystem's sites (numpy, scipy, xarray, Dask): its
 # content column is as wide as the window allows and its code blocks stay inside it at the
 # default width (alabaster's fixed 1100 px page let long lines run off); it ships its fonts and
-# icons, so the build fetches nothing. tests/test_site.py checks the code blocks in Chromium.
+# icons, so the build fetches nothing. tests/docs/test_site.py checks the code blocks in Chromium.
 html_theme = "pydata_sphinx_theme"
 html_title = f"ppa-dask {release}"
 html_static_path = []

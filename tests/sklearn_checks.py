@@ -4,7 +4,7 @@
 estimator that does not declare array-API support: enabling scikit-learn's array-API dispatch on
 NumPy input must not change the results). That check raises SkipTest unless SCIPY_ARRAY_API is set
 before SciPy is first imported, which would change SciPy's behaviour for the whole suite. So
-:func:`estimator_checks` leaves it out of an ordinary run, and ``tests/test_array_api_checks.py``
+:func:`estimator_checks` leaves it out of an ordinary run, and ``tests/ppa/test_array_api_checks.py``
 runs exactly those checks in a child pytest with SCIPY_ARRAY_API=1: every check runs, none skips.
 """
 
@@ -15,7 +15,7 @@ import os
 import pytest
 from sklearn.utils.estimator_checks import check_array_api_input, parametrize_with_checks
 
-# set only in the child run of tests/test_array_api_checks.py: then only the array-API checks
+# set only in the child run of tests/ppa/test_array_api_checks.py: then only the array-API checks
 ARRAY_API_RUN = os.environ.get("SCIPY_ARRAY_API") is not None
 # the estimators given to estimator_checks, one array-API check each (the child run counts them)
 CHECKED = []

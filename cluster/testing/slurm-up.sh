@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-node SLURM on this machine, for the tests that submit real batch jobs (tests/test_slurm.py).
+# A one-node SLURM on this machine, for the tests that submit real batch jobs (tests/cluster/test_slurm.py).
 #
 #   cluster/testing/slurm-up.sh [DIR]     # prints DIR (default: a new temporary folder)
 #   cluster/testing/slurm-down.sh DIR

@@ -6,10 +6,10 @@ unchanged by the refactor that put every seed mechanism in one module.
 from __future__ import annotations
 
 import hashlib
-import pathlib
 import zlib
 
 import numpy as np
+import paths
 import pytest
 from sklearn.decomposition import PCA
 from sklearn.ensemble import RandomForestRegressor
@@ -33,7 +33,7 @@ from ppa_dask.utils import seeds
 from ppa_dask.utils.params import InvalidParameterError
 from ppa_dask.vsk import scaling
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = paths.ROOT
 
 # --------------------------------------------------------------------------------------------
 # numbers unchanged: outputs of seeded functions against the code before the refactor

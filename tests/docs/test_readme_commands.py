@@ -19,12 +19,12 @@ import subprocess
 import sys
 import tomllib
 from importlib import metadata
-from pathlib import Path
 
+import paths
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = paths.ROOT
 CI = ROOT / ".ci" / "run"
 
 
@@ -107,7 +107,11 @@ def _imports(source):
 
 def _imported_modules():
     # the package too: its optional imports (the bench's anchors, the formats) are what tests use
-    sources = [*ROOT.glob("tests/*.py"), *ROOT.glob("examples/*.py"), *ROOT.glob("pipelines/*.py")]
+    sources = [
+        *ROOT.glob("tests/**/*.py"),
+        *ROOT.glob("examples/*.py"),
+        *ROOT.glob("pipelines/*.py"),
+    ]
     sources += [
         *ROOT.glob("ppa_dask/**/*.py"),
         ROOT / "docs" / "conf.py",
@@ -132,7 +136,7 @@ def _imported_modules():
 
 
 def test_the_test_extra_brings_every_module_the_tests_import():
-    own = {p.stem for folder in ("tests", "pipelines") for p in (ROOT / folder).glob("*.py")}
+    own = {p.stem for folder in ("tests", "pipelines") for p in (ROOT / folder).rglob("*.py")}
     own |= {"ppa_dask"}
     third_party = _imported_modules() - own - set(sys.stdlib_module_names)
     assert {"pytest", "sklearn", "sphinx", "xeofs"} <= third_party  # the reading works

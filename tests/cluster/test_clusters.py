@@ -14,6 +14,7 @@ import time
 
 import dask.array as da
 import numpy as np
+import paths
 import pytest
 import yaml
 import zarr
@@ -30,7 +31,7 @@ from ppa_dask.app.cluster import (
 )
 from ppa_dask.datasets import make_curved_manifold
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(paths.ROOT)
 CLUSTER = os.path.join(ROOT, "cluster")
 DASK = os.path.join(os.path.dirname(sys.executable), "dask")
 ONE_BLAS = {name: "1" for name in BLAS_THREAD_VARIABLES}

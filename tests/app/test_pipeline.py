@@ -27,6 +27,7 @@ import time
 import dask
 import dask.array as da
 import numpy as np
+import paths
 import pytest
 import yaml
 import zarr
@@ -46,7 +47,7 @@ from ppa_dask.app.pipeline import (
     validate_pipeline,
 )
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(paths.ROOT)
 PIPELINES = os.path.join(ROOT, "pipelines")
 
 

@@ -10,7 +10,7 @@ numba's on-disk cache everywhere else, and every input layout reaches that one s
   processes started together on an empty cache compile once (the file lock), not twice.
 * The results do not depend on the layout: a pass over a float32, F-ordered, strided or
   read-only block, and a whole fit on such input, equal those on the float64 C-ordered block
-  (whose moments tests/test_fused_pass.py checks against numpy) to 1e-12.
+  (whose moments tests/ppa/test_fused_pass.py checks against numpy) to 1e-12.
 
 Times are never asserted here (``ppa-dask bench --only compile`` measures them).
 """

@@ -20,11 +20,12 @@ import pathlib
 import re
 
 import numpy as np
+import paths
 import pytest
 
 from ppa_dask.app import reproductions as rep
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 RESULTS = ROOT / "results"
 PAGE = ROOT / "docs" / "reproductions.md"
 RECORDS = sorted(RESULTS.glob("*.json"))

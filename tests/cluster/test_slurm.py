@@ -17,6 +17,7 @@ import sys
 import time
 
 import numpy as np
+import paths
 import processes
 import pytest
 import yaml
@@ -28,7 +29,7 @@ from ppa_dask.datasets import make_curved_manifold
 
 pytestmark = pytest.mark.slurm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(paths.ROOT)
 UP = os.path.join(ROOT, "cluster", "testing", "slurm-up.sh")
 DOWN = os.path.join(ROOT, "cluster", "testing", "slurm-down.sh")
 FIT = ["--degree", "2", "--n-components", "4", "--seed", "0"]

@@ -7,20 +7,20 @@
 * The joint mutual information I((FI, II); gap) is scikit-learn's estimate for one column and
   the Gaussian closed form for two.
 * The saved records' summaries are the summaries of their saved settings (the test suite's
-  reduced rerun, tests/test_reproductions.py, reproduces the settings themselves).
+  reduced rerun, tests/app/test_reproductions.py, reproduces the settings themselves).
 * Depth-T dyadic trees: FI = 2T/d exactly without bagging, and the closed form at T = 1 with it.
 """
 
 import importlib.util
 import math
-import pathlib
 
 import numpy as np
+import paths
 import pytest
 
 from ppa_dask.app import reproductions as rep
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 
 
 def load(name):

@@ -2,7 +2,7 @@
 code does: its cluster file is valid and makes the job script it describes, the error line it
 shows for a malformed file is the one the CLI prints, every command it shows parses with the
 CLI it names, and the driver script it shows is the repository's. Submitting that driver for
-real is in tests/test_slurm.py.
+real is in tests/cluster/test_slurm.py.
 """
 
 import os
@@ -10,6 +10,7 @@ import re
 import shlex
 import subprocess
 
+import paths
 import pytest
 import zarr
 
@@ -17,7 +18,7 @@ from ppa_dask.app.batchjobs import walltime_seconds
 from ppa_dask.app.cli import build_parser, main
 from ppa_dask.app.cluster import job_script, read_cluster_config
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(paths.ROOT)
 GUIDE = os.path.join(ROOT, "docs", "guide", "clusters.md")
 DRIVER = os.path.join(ROOT, "cluster", "slurm-driver.sh")
 

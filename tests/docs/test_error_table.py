@@ -15,6 +15,7 @@ from pathlib import Path
 
 import dask.array as da
 import numpy as np
+import paths
 import pytest
 import zarr
 
@@ -22,7 +23,7 @@ from ppa_dask import PPA
 from ppa_dask.app import cli
 from ppa_dask.store import save_model, write_array
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "errors.md"
+PAGE = paths.ERRORS_PAGE
 ROW = re.compile(r"^\|\s*(cli|python)\s*\|\s*`(.+?)`\s*\|\s*`(.+?)`\s*\|\s*(\S+)\s*\|\s*$")
 
 

@@ -12,12 +12,12 @@ import os
 
 import numpy as np
 import pandas as pd
+import paths
 import pytest
 
 from ppa_dask.app import reports
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PIPELINES = os.path.join(os.path.dirname(HERE), "pipelines")
+PIPELINES = str(paths.PIPELINES)
 
 
 def _load(name):

@@ -1,7 +1,7 @@
 """SIGINT and SIGTERM mid-fit on the clusters that need no batch system: a local cluster the
 command starts (``--cluster local``) and a running scheduler it connects to (``--scheduler
 tcp://...``, a ``dask scheduler`` and two ``dask worker`` processes started here). The batch
-clusters have the same tests against a real SLURM and its PBS wrappers (tests/test_slurm.py).
+clusters have the same tests against a real SLURM and its PBS wrappers (tests/cluster/test_slurm.py).
 
 Each: exit 130 (SIGINT) or 143 (SIGTERM) with one line within seconds of the signal, no model
 and nothing beside it; the local cluster's processes gone with the command; the scheduler that
@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+import paths
 import processes
 import psutil
 import pytest
@@ -25,7 +26,7 @@ import zarr
 
 from ppa_dask.datasets import make_curved_manifold
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(paths.ROOT)
 DASK = os.path.join(os.path.dirname(sys.executable), "dask")
 # several passes of a few seconds on 2 workers: the signal comes while they run
 FIT = ["--degree", "1-3", "--n-components", "5", "--seed", "0"]

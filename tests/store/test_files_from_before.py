@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import shutil
 import warnings
-from pathlib import Path
 
 import numpy as np
+import paths
 from sklearn.linear_model import LinearRegression
 
 from ppa_dask import PPA, FeatureBaggingRegressor
 from ppa_dask.datasets import make_helix
 from ppa_dask.store import load_model, model_info
 
-DATA = Path(__file__).parent / "data"
+DATA = paths.DATA
 
 
 def _regression_data():

@@ -1,7 +1,7 @@
 """The PBS side of the job watch without a PBS: ``job_states("pbs", ...)`` reads a ``qstat -f``
 (a stand-in script on PATH printing what PBS Pro and Torque print) and finds each job's log
 file where the PBS flavours put it. The same path against SLURM's real qsub/qstat wrappers is
-in tests/test_slurm.py.
+in tests/cluster/test_slurm.py.
 """
 
 import os

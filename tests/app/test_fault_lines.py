@@ -10,7 +10,7 @@ permission bits do not stop, cannot write into an immutable folder either), a re
 store whose server cuts its connections mid-read.
 
 Each test checks its line against the ``fault`` row of the error table (docs/guide/errors.md)
-it covers: those rows need a real fault, so tests/test_error_table.py does not run them;
+it covers: those rows need a real fault, so tests/docs/test_error_table.py does not run them;
 ``test_every_fault_row_has_its_test`` ties each row to the test here.
 """
 
@@ -32,13 +32,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import paths
 import pytest
 from processes import ONE_THREAD
 
 from ppa_dask import PPA, datasets
 from ppa_dask.store import save_model
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "errors.md"
+PAGE = paths.ERRORS_PAGE
 FAULT_ROW = re.compile(
     r"^\|\s*fault\s*\|\s*`([\w-]+)`\s*\|\s*(.+?)\s*\|\s*`(.+?)`\s*\|\s*(\d+)\s*\|\s*$"
 )
@@ -100,7 +101,7 @@ def test_every_fault_row_has_its_test():
 
 
 def child_env():
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(paths.ROOT)
     path = os.environ.get("PYTHONPATH")
     return dict(os.environ, **ONE_THREAD, PYTHONPATH=root + (os.pathsep + path if path else ""))
 

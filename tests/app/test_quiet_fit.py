@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import numpy as np
+import paths
 import pytest
 from conftest import loopback_cluster
 
@@ -24,7 +25,7 @@ from ppa_dask.plotting import robust_limits
 from ppa_dask.store import open_cube
 from ppa_dask.store.stacker import Stacker
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(paths.ROOT)
 SIZE, TILE = 1024, 128  # 64 tiles: enough for dask to pick P2P for the reshape's rechunk
 
 

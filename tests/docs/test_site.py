@@ -21,13 +21,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import paths
 import pytest
 from browser import FLAGS, require_browser
 from PIL import Image
 
 import ppa_dask
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = paths.ROOT
 # the built site: CI's, or another folder named by PPA_DASK_SITE
 BUILT = Path(os.environ.get("PPA_DASK_SITE", ROOT / "docs" / "_build" / "html"))
 # beside the shared flags: pages opened from files, screenshots without scrollbars

@@ -1,5 +1,5 @@
 """Seeded fuzzing of a run folder's own files: the run record (``.ppa-dask-run.json``) and the
-stages' completion markers (``_complete.json``), mutated the ways of tests/test_fuzz_files.py
+stages' completion markers (``_complete.json``), mutated the ways of tests/store/test_fuzz_files.py
 (flipped bytes, truncation, appended junk, shuffled JSON, deep nesting) and by fields of another
 type, then the pipeline run again on the folder.
 
@@ -14,7 +14,7 @@ import random
 import shutil
 
 import pytest
-from test_fuzz_files import mutate
+from mutations import mutate
 
 from ppa_dask import store
 from ppa_dask.app import pipeline

@@ -7,10 +7,11 @@ import json
 import os
 
 import numpy as np
+import paths
 import pytest
 from processes import kill_when_printed
 
-PIPELINES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pipelines")
+PIPELINES = str(paths.PIPELINES)
 
 
 def load(name):

@@ -20,6 +20,7 @@ import tracemalloc
 
 import dask
 import numpy as np
+import paths
 import pytest
 import yaml
 
@@ -35,7 +36,7 @@ from ppa_dask.app.pipeline import (
 from ppa_dask.ppa.kernels import fold_labels
 from ppa_dask.utils.seeds import estimator_seed
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(paths.ROOT)
 
 
 @pytest.fixture(autouse=True)

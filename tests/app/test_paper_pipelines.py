@@ -23,9 +23,10 @@ import os
 import sys
 
 import numpy as np
+import paths
 import pytest
 
-PIPELINES = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "pipelines")
+PIPELINES = str(paths.PIPELINES)
 if PIPELINES not in sys.path:
     sys.path.insert(0, PIPELINES)
 
