@@ -660,6 +660,9 @@ def test_killed_run_resumes_with_identical_output(tmp_path):
         for line in proc.stdout:
             seen.append(line)
             if "step 1 of" in line:
+                # frozen mid-fit at once (an idle machine finishes the fit while the refusal
+                # below is checked); a stopped process is alive and still holds the lock
+                proc.send_signal(signal.SIGSTOP)
                 # a second run on the same folder while the first is fitting: refused
                 with pytest.raises(PipelineError) as refused:
                     run_pipeline(str(killed_file), stream=io.StringIO())
