@@ -116,6 +116,56 @@ def test_the_scanners_find_what_they_look_for():
     assert _function_local_imports(bad) == ["line 3: from ppa_dask import store"]
 
 
+# the one place that tests whether an input is an xarray object (besides the test's definition
+# in utils): the seam every estimator's methods go through (issue 24)
+XARRAY_SEAM = {"ppa_dask/store/seam.py", "ppa_dask/utils/arrays.py"}
+# packages of estimators and the functions of fitted models: arrays only, xarray via the seam
+ESTIMATOR_PACKAGES = ("ppa", "ensemble", "geometry", "vsk", "information", "nlpca", "stability")
+
+
+def _xarray_tests(tree):
+    """Uses of ``is_xarray`` and of ``xarray`` itself (an import, ``xr.DataArray`` ...)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "is_xarray":
+            found.append(f"line {node.lineno}: is_xarray")
+        elif isinstance(node, ast.Attribute) and node.attr == "is_xarray":
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom) and any(a.name == "is_xarray" for a in node.names):
+            found.append(f"line {node.lineno}: imports is_xarray")
+        elif isinstance(node, ast.Import) and any(
+            a.name.split(".")[0] == "xarray" for a in node.names
+        ):
+            found.append(f"line {node.lineno}: imports xarray")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "xarray":
+            found.append(f"line {node.lineno}: imports from xarray")
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_module_name)
+def test_only_the_seam_tests_for_xarray_input(path):
+    rel = path.relative_to(ROOT).as_posix()
+    if rel in XARRAY_SEAM:
+        return
+    found = _xarray_tests(_tree(path))
+    if path.relative_to(PACKAGE).parts[0] in ESTIMATOR_PACKAGES:
+        assert found == [], "an estimator handles xarray itself; use ppa_dask.store.seam"
+    else:
+        assert [f for f in found if "is_xarray" in f] == []
+
+
+def test_the_xarray_scanner_finds_what_it_looks_for():
+    bad = ast.parse(
+        "import xarray as xr\n"
+        "from ppa_dask.utils.arrays import is_xarray\n"
+        "def f(X):\n"
+        "    return arrays.is_xarray(X) or is_xarray(X)\n"
+    )
+    assert len(_xarray_tests(bad)) == 4
+    # and the seam itself is what it exempts
+    assert _xarray_tests(_tree(ROOT / "ppa_dask/store/seam.py"))
+
+
 def test_the_shared_leaf_imports_nothing_else_of_the_package():
     for path in sorted((PACKAGE / "utils").rglob("*.py")):
         for node in _ppa_dask_imports(_tree(path)):

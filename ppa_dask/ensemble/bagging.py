@@ -60,10 +60,9 @@ from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
 from ppa_dask.ppa.multifit import fit_members_shared_scans
 from ppa_dask.store.encoding import register_estimator, register_record
-from ppa_dask.store.labelled import apply_method, map_valid_rows, unstack_samples
 from ppa_dask.store.members import MemberStore, fingerprint
-from ppa_dask.store.stacker import Stacker
-from ppa_dask.utils.arrays import check_dask_samples, is_dask, is_xarray
+from ppa_dask.store.seam import labelled, labelled_fit
+from ppa_dask.utils.arrays import check_dask_samples, is_dask
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import current_client
 from ppa_dask.utils.fanout import run_tasks
@@ -917,6 +916,28 @@ class FeatureBaggingClassifier(ClassifierMixin, _SklearnBagging):
         return self.classes_[np.argmax(proba, axis=1)]
 
 
+# xarray forms of FeatureBaggingPPA's methods (ppa_dask.store.seam stacks the input, maps the
+# array method over the rows without NaN and unstacks what these say)
+_USE = "reconstruct xarray input"
+
+
+def _check_fitted(estimator, *args, **kwargs):
+    check_is_fitted(estimator)
+
+
+def _reconstruct_labelled(rows):
+    return rows.features(rows.map((rows.n_kept,)), keep_attrs=True)
+
+
+def _error_labelled(rows):
+    values = rows.map((), method="reconstruction_error")
+    return rows.per_sample(values, (), {}, "reconstruction_error")
+
+
+def _score_labelled(rows, y=None):
+    return -float(_error_labelled(rows).mean(skipna=True))
+
+
 @register_estimator
 class FeatureBaggingPPA(_FeatureBagging):
     """Feature-bagged Principal Polynomial Analysis: averaged k-component reconstructions.
@@ -1033,7 +1054,8 @@ class FeatureBaggingPPA(_FeatureBagging):
             )
         return plan
 
-    def fit(self, X, y=None, *, feature_dim=None, nan_policy="raise"):
+    @labelled_fit
+    def fit(self, X, y=None):
         """Fit the members (one shared scan per PPA step for a Dask array).
 
         Parameters
@@ -1052,16 +1074,7 @@ class FeatureBaggingPPA(_FeatureBagging):
         -------
         self
         """
-        if is_xarray(X):
-            stacker = Stacker(feature_dim=feature_dim, nan_policy=nan_policy)
-            self.fit(stacker.fit_stack(X))
-            self.xarray_layout_ = stacker.layout
-            return self
-        if feature_dim is not None or nan_policy != "raise":
-            raise ValueError(
-                "feature_dim and nan_policy apply to xarray input only (DataArray or Dataset)"
-            )
-        vars(self).pop("xarray_layout_", None)  # a fit on plain arrays has no xarray layout
+        # xarray input and the two xarray-only options are handled by @labelled_fit
         template = self.member_template()
         if is_dask(X):
             X = self._validate_dask(X)
@@ -1114,16 +1127,7 @@ class FeatureBaggingPPA(_FeatureBagging):
             return X if X.numblocks[1] == 1 else X.rechunk({1: -1})
         return validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
 
-    def _xarray_stacker(self):
-        check_is_fitted(self)
-        layout = getattr(self, "xarray_layout_", None)
-        if layout is None:
-            raise ValueError(
-                f"this {type(self).__name__} was fitted on a plain array; fit it on a DataArray "
-                "or Dataset to reconstruct xarray input"
-            )
-        return Stacker.from_layout(layout)
-
+    @labelled(_reconstruct_labelled, use=_USE, check=_check_fitted)
     def reconstruct(self, X):
         """The ensemble's k-component reconstruction of ``X``, in input units.
 
@@ -1152,13 +1156,6 @@ class FeatureBaggingPPA(_FeatureBagging):
         >>> model.fit(cube, feature_dim="band").reconstruct(cube).dims
         ('band', 'y', 'x')
         """
-        if is_xarray(X):
-            stacker = self._xarray_stacker()
-            rows, samples = stacker.stack(X)
-            out = map_valid_rows(rows, apply_method, (stacker.n_kept,), (self, "reconstruct", {}))
-            result = stacker.unstack_features(out, samples)
-            result.attrs = dict(X.attrs)
-            return result
         X = self._check_input(X)
         d = self.n_features_in_
         if is_dask(X):
@@ -1180,6 +1177,7 @@ class FeatureBaggingPPA(_FeatureBagging):
 
     predict = reconstruct
 
+    @labelled(_error_labelled, use=_USE, check=_check_fitted)
     def reconstruction_error(self, X):
         """Squared reconstruction error of each sample, ``||x - reconstruct(x)||^2``.
 
@@ -1195,12 +1193,6 @@ class FeatureBaggingPPA(_FeatureBagging):
             ``"reconstruction_error"`` over the input's sample dimensions (coordinates and
             attrs kept), NaN for samples with a NaN.
         """
-        if is_xarray(X):
-            stacker = self._xarray_stacker()
-            rows, samples = stacker.stack(X)
-            call = (self, "reconstruction_error", {})
-            out = map_valid_rows(rows, apply_method, (), call)
-            return unstack_samples(out, samples, (), {}, "reconstruction_error", X.attrs)
         X = self._check_input(X)
         if is_dask(X):
             return X.map_blocks(
@@ -1216,11 +1208,10 @@ class FeatureBaggingPPA(_FeatureBagging):
         """Minus the per-sample reconstruction error (higher is better, scikit-learn's way)."""
         return -self.reconstruction_error(X)
 
+    @labelled(_score_labelled, use=_USE, check=_check_fitted)
     def score(self, X, y=None):
         """Minus the mean squared reconstruction error (over the valid samples of xarray input)."""
         errors = self.reconstruction_error(X)
-        if is_xarray(errors):
-            return -float(errors.mean(skipna=True))
         return -float(errors.mean().compute() if is_dask(errors) else errors.mean())
 
     def get_feature_names_out(self, input_features=None):

@@ -42,9 +42,8 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ppa_dask.ppa import kernels
-from ppa_dask.store.labelled import feature_coords, map_valid_rows, scatter_kept, unstack_samples
-from ppa_dask.store.stacker import Stacker
-from ppa_dask.utils.arrays import check_dask_samples, is_dask, is_xarray
+from ppa_dask.store.seam import labelled
+from ppa_dask.utils.arrays import check_dask_samples, is_dask
 from ppa_dask.utils.blas import one_blas_thread
 
 __all__ = [
@@ -271,31 +270,24 @@ def _unpack(packed, d):
     return frames, packed[:, d * d :]
 
 
-def _frenet_xarray(model, X, axis):
-    layout = getattr(model, "xarray_layout_", None)
-    if layout is None:
-        raise ValueError(
-            f"this {type(model).__name__} was fitted on a plain array; fit it on a DataArray or "
-            "Dataset to take xarray points"
-        )
-    stacker = Stacker.from_layout(layout)
-    rows, samples = stacker.stack(X)
+def _check_xarray_axis(model, axis=0):
+    _check_axis(model, axis)
+
+
+def _frenet_labelled(rows, axis=0):
+    """Frames ``(frame, <feature dim>)`` and curvatures ``(curvature,)`` per sample."""
+    model, axis = rows.estimator, int(axis)
     d = model.n_features_in_
-    packed = map_valid_rows(rows, _frenet_packed, (d * d + d - 1,), (model.model_params(), axis))
+    packed = rows.map_kernel(_frenet_packed, (d * d + d - 1,), (model.model_params(), axis))
     frames, chi = _unpack(packed, d)
-    layout = stacker.layout
-    fdim = layout["feature_dim"]
-    coords = feature_coords(layout)
+    coords = rows.feature_coords()
     coords[FRAME_DIM] = np.arange(1, d + 1)
-    frames = unstack_samples(
-        scatter_kept(frames, layout, (2,)), samples, (FRAME_DIM, fdim), coords, "frames", X.attrs
-    )
-    chi = unstack_samples(
-        chi, samples, (CURVATURE_DIM,), {CURVATURE_DIM: np.arange(1, d)}, "curvatures", X.attrs
-    )
+    frames = rows.per_sample(frames, (FRAME_DIM, rows.feature_dim), coords, "frames", (2,))
+    chi = rows.per_sample(chi, (CURVATURE_DIM,), {CURVATURE_DIM: np.arange(1, d)}, "curvatures")
     return frames, chi
 
 
+@labelled(_frenet_labelled, use="take xarray points", check=_check_xarray_axis)
 def frenet_serret(model, X, axis=0):
     """Frenet-Serret frames and generalised curvatures of a curvilinear PPA axis.
 
@@ -355,9 +347,6 @@ def frenet_serret(model, X, axis=0):
     >>> bool(np.allclose(lazy_chi.compute(), chi, rtol=1e-12, atol=1e-12))
     True
     """
-    if is_xarray(X):
-        _check_axis(model, axis)
-        return _frenet_xarray(model, X, int(axis))
     if is_dask(X):
         X, axis = _check_dask_points(model, X, axis)
         d = model.n_features_in_

@@ -22,17 +22,11 @@ from ppa_dask.ppa.drivers import (
 )
 from ppa_dask.ppa.metric import coefficient_variances, metric_from_jacobian
 from ppa_dask.store.encoding import register_estimator
-from ppa_dask.store.labelled import (
-    apply_method,
-    feature_coords,
-    map_valid_rows,
-    scatter_kept,
-    unstack_samples,
-)
 from ppa_dask.store.model_files import ModelFileError, load_model, save_model
 from ppa_dask.store.results import as_dask_if_zarr
-from ppa_dask.store.stacker import COMPONENT_DIM, Stacker
-from ppa_dask.utils.arrays import check_dask_samples, is_dask, is_xarray
+from ppa_dask.store.seam import labelled, labelled_fit
+from ppa_dask.store.stacker import COMPONENT_DIM
+from ppa_dask.utils.arrays import check_dask_samples, is_dask
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import compute, current_client, tree_reduce
 from ppa_dask.utils.events import publish_step
@@ -269,11 +263,44 @@ def _warn_rank(fitted, rtol, d, n_steps):
     )
 
 
-def _no_xarray_options(feature_dim, nan_policy):
-    if feature_dim is not None or nan_policy != "raise":
-        raise ValueError(
-            "feature_dim and nan_policy apply to xarray input only (DataArray or Dataset)"
-        )
+# xarray forms of the methods that take samples (ppa_dask.store.seam stacks the input, maps
+# the array method over the rows without NaN and unstacks what these say)
+
+
+def _transform_labelled(rows):
+    n_out = len(rows.estimator.get_feature_names_out())
+    return rows.components(rows.map((n_out,)))
+
+
+def _inverse_labelled(rows):
+    return rows.features(rows.map((rows.n_kept,)))
+
+
+def _jacobian_labelled(rows):
+    """One (d, d) Jacobian per sample: ``component`` by the fitted feature dimension."""
+    d, fdim = rows.estimator.n_features_in_, rows.feature_dim
+    coords = rows.feature_coords()
+    coords[COMPONENT_DIM] = np.arange(1, d + 1)
+    values = rows.map((d, d))
+    return rows.per_sample(values, (COMPONENT_DIM, fdim), coords, "jacobian", kept_axes=(2,))
+
+
+def _metric_labelled(rows, whitened=True):
+    """One (d, d) metric per sample: the feature dimension by its copy suffixed ``_2``."""
+    d, fdim = rows.estimator.n_features_in_, rows.feature_dim
+    coords = rows.feature_coords()
+    coords.update(rows.feature_coords(f"{fdim}_2"))
+    values = rows.map((d, d), {"whitened": whitened})
+    return rows.per_sample(values, (fdim, f"{fdim}_2"), coords, "metric", kept_axes=(1, 2))
+
+
+def _errors_labelled(rows, per_sample=None):
+    k = len(rows.estimator.degrees_) + 1
+    values = rows.map((k,), {"per_sample": True})
+    out = rows.per_sample(values, ("k",), {"k": np.arange(k)}, "reconstruction_errors")
+    if per_sample is None or per_sample:
+        return out
+    return rows.sample_mean(out)
 
 
 @register_estimator
@@ -588,7 +615,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     # fit
     # ---------------------------------------------------------------------------------------
 
-    def fit(self, X, y=None, progress=None, *, feature_dim=None, nan_policy="raise"):
+    @labelled_fit
+    def fit(self, X, y=None, progress=None):
         """Fit the model, one pass over ``X`` for the moments and one per step.
 
         Parameters
@@ -615,20 +643,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         -------
         self : PPA
         """
-        if is_xarray(X):
-            stacker = Stacker(feature_dim=feature_dim, nan_policy=nan_policy)
-            self.fit(stacker.fit_stack(X), progress=progress)
-            self.xarray_layout_ = stacker.layout
-            return self
-        _no_xarray_options(feature_dim, nan_policy)
-
+        # xarray input and the two xarray-only options are handled by @labelled_fit
         X = as_dask_if_zarr(X)
         # validation resets these before the checks that can still fail; a failing fit restores
         # them, so a fitted model stays whole and an unfitted one stays unfitted
         saved = {k: v for k, v in vars(self).items() if k in _VALIDATION_ATTRS}
         try:
             self._fit(X, progress)
-            vars(self).pop("xarray_layout_", None)  # a fit on plain arrays has no xarray layout
             return self
         except BaseException:
             for k in _VALIDATION_ATTRS:
@@ -1030,15 +1051,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # the block kernels refuse NaN/inf, naming the count, the columns and the first bad row
         return X, False
 
-    def _xarray_stacker(self):
-        layout = getattr(self, "xarray_layout_", None)
-        if layout is None:
-            raise ValueError(
-                f"this {type(self).__name__} was fitted on a plain array; fit it on a DataArray "
-                "or Dataset to transform xarray input"
-            )
-        return Stacker.from_layout(layout)
-
+    @labelled(_transform_labelled)
     def transform(self, X):
         """PPA coefficients of ``X``.
 
@@ -1054,13 +1067,6 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             :meth:`ppa_dask.store.stacker.Stacker.unstack_components`), NaN for samples with a
             NaN in a fitted feature.
         """
-        if is_xarray(X):
-            stacker = self._xarray_stacker()
-            rows, samples = stacker.stack(X)
-            n_out = len(self.get_feature_names_out())
-            out = map_valid_rows(rows, apply_method, (n_out,), (self, "transform", {}))
-            return stacker.unstack_components(out, samples)
-
         X = as_dask_if_zarr(X)
         X, lazy = self._check_input(X)
         model, n_out = self.model_params(), self.n_components_
@@ -1076,6 +1082,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         with one_blas_thread():
             return kernels.transform_block(X, model, n_out)
 
+    @labelled(_inverse_labelled, components=True)
     def inverse_transform(self, X):
         """Map PPA coefficients back to the input space (closed form).
 
@@ -1095,13 +1102,6 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             :meth:`ppa_dask.store.stacker.Stacker.unstack_features`), NaN for samples with a
             NaN coefficient and for the features dropped at fit.
         """
-        if is_xarray(X):
-            stacker = self._xarray_stacker()
-            rows, samples = stacker.stack_components(X)
-            call = (self, "inverse_transform", {})
-            out = map_valid_rows(rows, apply_method, (stacker.n_kept,), call)
-            return stacker.unstack_features(out, samples)
-
         X = as_dask_if_zarr(X)
         R, lazy = self._check_input(X, name="R", width=True)
         m = R.shape[1]
@@ -1122,6 +1122,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         with one_blas_thread():
             return kernels.inverse_block(R, model)
 
+    @labelled(_jacobian_labelled)
     def jacobian(self, X):
         """Analytic Jacobian ``dR/dx`` at each row of ``X`` (paper eq. 13-14).
 
@@ -1157,9 +1158,6 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> J.dims, bool(np.allclose(np.linalg.det(J.transpose("y", "x", ...).values), 1))
         (('component', 'band', 'y', 'x'), True)
         """
-        if is_xarray(X):
-            d = self.n_features_in_
-            return self._xarray_matrices(X, "jacobian", {}, d)
         X, lazy = self._check_input(X)
         model, d = self.model_params(), self.n_features_in_
         if lazy:
@@ -1174,24 +1172,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         with one_blas_thread():
             return kernels.jacobian_block(X, model)
 
-    def _xarray_matrices(self, X, method, kwargs, d):
-        """``method`` (jacobian or metric) of xarray input: one (d, d) matrix per sample."""
-        stacker = self._xarray_stacker()
-        rows, samples = stacker.stack(X)
-        values = map_valid_rows(rows, apply_method, (d, d), (self, method, kwargs))
-        layout = stacker.layout
-        fdim = layout["feature_dim"]
-        coords = feature_coords(layout)
-        if method == "jacobian":
-            values = scatter_kept(values, layout, (2,))
-            dims = (COMPONENT_DIM, fdim)
-            coords[COMPONENT_DIM] = np.arange(1, d + 1)
-        else:
-            values = scatter_kept(values, layout, (1, 2))
-            dims = (fdim, f"{fdim}_2")
-            coords.update(feature_coords(layout, f"{fdim}_2"))
-        return unstack_samples(values, samples, dims, coords, method, X.attrs)
-
+    @labelled(_metric_labelled)
     def metric(self, X, whitened=True):
         """PPA-induced metric ``M(x) = J(x)^T Lambda^{-1} J(x)`` at each row (paper eq. 20-21).
 
@@ -1229,15 +1210,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> bool(np.allclose(M[0], np.linalg.inv(np.cov(X.T))))
         True
         """
-        if is_xarray(X):
-            d = self.n_features_in_
-            return self._xarray_matrices(X, "metric", {"whitened": whitened}, d)
         J = self.jacobian(X)
         weights = 1.0 / coefficient_variances(self) if whitened else None
         if is_dask(J):
             return J.map_blocks(metric_from_jacobian, weights, dtype=np.float64)
         return metric_from_jacobian(J, weights)
 
+    @labelled(_errors_labelled)
     def reconstruction_errors(self, X, per_sample=None):
         """Squared reconstruction error for k = 0..n_steps components, in one pass.
 
@@ -1274,18 +1253,6 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> e.shape, bool(np.allclose(e.mean(axis=0), model.reconstruction_errors(X)))
         ((500, 3), True)
         """
-        if is_xarray(X):
-            stacker = self._xarray_stacker()
-            rows, samples = stacker.stack(X)
-            k = len(self.degrees_) + 1
-            call = (self, "reconstruction_errors", {"per_sample": True})
-            values = map_valid_rows(rows, apply_method, (k,), call)
-            out = unstack_samples(
-                values, samples, ("k",), {"k": np.arange(k)}, "reconstruction_errors", X.attrs
-            )
-            if per_sample is None or per_sample:
-                return out
-            return out.mean(dim=list(samples.dims), skipna=True, keep_attrs=True)
         X, lazy = self._check_input(X)
         model = self.model_params()
         if per_sample:

@@ -6,7 +6,8 @@ groups) and ensemble member files (:mod:`.members`); :mod:`.results` writes and 
 arrays and datasets atomically and opens Zarr inputs; :mod:`.sources` / :mod:`.sinks` are the
 one data-I/O layer (the formats' vocabulary, :func:`open_source` and :func:`write_result`:
 Zarr, NetCDF, GeoTIFF, Parquet and CSV); :mod:`.stacker` turns xarray objects into
-``(samples, features)`` arrays and back.
+``(samples, features)`` arrays and back, and :mod:`.seam` is the one place the estimators'
+methods take xarray input through (decorators that stack and unstack around them).
 
 >>> from ppa_dask import store
 >>> sorted(store.__all__)[:3]

@@ -6,8 +6,8 @@ and records the layout (:attr:`Stacker.layout`, a dict of plain values and numpy
 model files save); given a new input it checks it against that layout and stacks it the same
 way; and it unstacks 2-D results (coefficients, or reconstructions in feature space) back into
 DataArrays / Datasets with the sample dimensions and coordinates restored. A model loaded from
-a file rebuilds its stacker with :meth:`Stacker.from_layout`. :class:`ppa_dask.PPA` uses it for
-xarray input and runs its own plain-array code in between.
+a file rebuilds its stacker with :meth:`Stacker.from_layout`. The estimators use it through
+:mod:`ppa_dask.store.seam`, which runs their plain-array code in between.
 
 Layout
 ------

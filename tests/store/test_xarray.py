@@ -448,3 +448,39 @@ def test_bagged_reconstruction_of_a_cube_is_the_plain_array_one(cube):
         reference.reconstruct(refl)
     with pytest.raises(ValueError, match="xarray input only"):
         FeatureBaggingPPA(**params).fit(X[valid], feature_dim="band")
+
+
+def test_the_seam_keeps_the_fit_signature_and_names_what_was_wanted(cube):
+    # ppa_dask.store.seam adds the xarray-only options to the array fit: they stay in the
+    # public signature (scikit-learn's metadata routing and the docs read it), and a model
+    # fitted on a plain array names the estimator and what the xarray call wanted
+    import inspect
+
+    from ppa_dask import FeatureBaggingPPA
+    from ppa_dask.geometry import frenet_serret
+
+    for cls in (PPA, FeatureBaggingPPA):
+        params = inspect.signature(cls.fit).parameters
+        assert params["feature_dim"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert params["feature_dim"].default is None and params["nan_policy"].default == "raise"
+    refl = cube["reflectance"]
+    X = _rows(refl)
+    X = X[~np.isnan(X).any(axis=1)]
+    plain = PPA(**PARAMS).fit(X)
+    bagged = FeatureBaggingPPA(n_estimators=2, max_features=0.75, random_state=0).fit(X)
+    head = "fitted on a plain array; fit it on a DataArray or Dataset to "
+    for call, message in [
+        (lambda: plain.jacobian(refl), f"this PPA was {head}transform xarray input"),
+        (lambda: frenet_serret(plain, refl), f"this PPA was {head}take xarray points"),
+        (lambda: bagged.score(refl), f"this FeatureBaggingPPA was {head}reconstruct xarray input"),
+    ]:
+        with pytest.raises(ValueError) as info:
+            call()
+        assert str(info.value) == message
+    with pytest.raises(ValueError, match="^feature_dim and nan_policy apply to xarray input"):
+        PPA(**PARAMS).fit(X, nan_policy="drop_samples")
+    # an unfitted ensemble says it is not fitted before looking for a layout
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        FeatureBaggingPPA().reconstruction_error(refl)
