@@ -52,7 +52,6 @@ from ppa_dask.app.experiments import (
     REDUCTION_METHODS,
     dimensionality_reduction_task,
     scaled_paper_dataset,
-    task_seed,
 )
 from ppa_dask.app.reports import (
     Timer,
@@ -70,6 +69,7 @@ from ppa_dask.app.reports import (
 )
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES, PAPER_TABLE2_MINUTES
+from ppa_dask.utils.seeds import task_seed
 
 NAMES = {
     "magic_gamma": "MagicGamma",

@@ -31,7 +31,7 @@ import os
 
 import numpy as np
 
-from ppa_dask.app.experiments import helix_curvatures, helix_geometry_task, task_seed
+from ppa_dask.app.experiments import helix_curvatures, helix_geometry_task
 from ppa_dask.app.reports import (
     Timer,
     base_parser,
@@ -47,6 +47,7 @@ from ppa_dask.app.reports import (
     write_table,
 )
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.utils.seeds import task_seed
 
 A, B = 2.0, 0.8
 NOISE_3D = (0.1, 0.3, 0.6)

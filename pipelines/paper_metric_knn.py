@@ -35,7 +35,6 @@ from ppa_dask.app.experiments import (
     KNN_METRICS,
     metric_knn_task,
     parabola_degree,
-    task_seed,
 )
 from ppa_dask.app.reports import (
     Timer,
@@ -53,6 +52,7 @@ from ppa_dask.app.reports import (
     write_table,
 )
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.utils.seeds import task_seed
 
 CURVATURES = {"low": 0.5, "high": 1.5}
 GAP, NOISE = 0.4, 0.05

@@ -27,7 +27,6 @@ import os
 from ppa_dask.app.experiments import (
     principal_surface_task,
     scaled_paper_dataset,
-    task_seed,
 )
 from ppa_dask.app.reports import (
     Timer,
@@ -45,6 +44,7 @@ from ppa_dask.app.reports import (
 )
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.datasets import PAPER_DATASETS
+from ppa_dask.utils.seeds import task_seed
 
 #: input dimension pairs of the paper's first row (1-based, MagicGamma) and its 3-D view
 PAPER_PAIRS = ((2, 5), (3, 9), (4, 3), (5, 7), (9, 1))

@@ -41,13 +41,14 @@ from ppa_dask.app.reproductions import (
     recorded_command,
     write_record,
 )
+from ppa_dask.utils.seeds import task_seed
 
 N_SELECTED = 2  # the paper's n-bar: SVM-S keeps 2 features, SVM-E 1 feature + the posterior
 
 
 def split(n_rows, seed, s):
     """Training and test (the first half of a permutation) indices of split ``s``."""
-    perm = np.random.default_rng(common.task_seed(seed, s)).permutation(n_rows)
+    perm = np.random.default_rng(task_seed(seed, s)).permutation(n_rows)
     return perm[n_rows // 2 :], perm[: n_rows // 2]
 
 
@@ -397,7 +398,7 @@ def make_bc_record(args, argv, out):
             method=r["method"],
             kept=r["kept"] if r["method"] == "SVM-E" else "",
             split=int(r["split"]),
-            seed=common.task_seed(args.seed, int(r["split"])),
+            seed=task_seed(args.seed, int(r["split"])),
             selected=r["kept"] if r["method"] == "SVM-S" else "",
             f1=float(r["f1"]),
         )

@@ -41,6 +41,7 @@ from ppa_dask.app.reproductions import (
     recorded_command,
     write_record,
 )
+from ppa_dask.utils.seeds import task_seed
 
 POPULATION = 5000
 N_FEATURES = 64
@@ -49,7 +50,7 @@ METHODS = ("NB", "SVM", "SVM-VSK")
 
 def make_population(seed):
     """The 5000 x 64 toy population scaled to [0, 1] and its labels (+1 first half, -1 second)."""
-    rng = np.random.default_rng(common.task_seed(seed, 0))
+    rng = np.random.default_rng(task_seed(seed, 0))
     half = POPULATION // 2
     mu_a = rng.uniform(0, 20, N_FEATURES)
     s_a = rng.uniform(0, 2, N_FEATURES)
@@ -98,7 +99,7 @@ def toy_task(seed, n_samples, n_features, rep, kernel, C_grid, gamma_grid, cv):
     t0 = time.perf_counter()
     X, y = make_population(seed)
     (Xtr, ytr), (Xte, yte), (Xpr, ypr), features = draw_dataset(
-        X, y, n_samples, n_features, common.task_seed(seed, n_samples, n_features, rep)
+        X, y, n_samples, n_features, task_seed(seed, n_samples, n_features, rep)
     )
     row = {
         "N": n_samples,
@@ -335,7 +336,7 @@ def make_toy_record(args, argv, out):
                 zip(SPECTRAL_LABELS, (r["C_K"], r["C_KPsi"], ratio, r["C_KPsi"] * ratio))
             )
         N, nk, rep = int(r["N"]), int(r["n_k"]), int(r["rep"])
-        seed = common.task_seed(args.seed, N, nk, rep)
+        seed = task_seed(args.seed, N, nk, rep)
         cells += [
             dict(N=N, n_k=nk, kernel=r["kernel"], quantity=q, rep=rep, seed=seed, value=float(v))
             for q, v in values.items()

@@ -4,10 +4,10 @@ Each function named ``*_task`` takes one ``spec`` dict (plain numbers, strings a
 returns a dict of numbers and small arrays; it is a module-level function so a Dask worker can
 import and run it, and its result depends on ``spec`` only (every random choice comes from
 ``spec["seed"]``). The command-line pipelines under ``pipelines/`` build the specs, fan them
-out over a cluster (:func:`ppa_dask.utils.fanout.run_tasks`), and turn the results into tables and
-figures. Seeds are derived by :func:`task_seed` from the run's base seed and the task's own
-keys (data set name, repetition number, ...), never from its position in a queue, so the
-results do not depend on the number of workers or on which other tasks run.
+out over a cluster (:func:`ppa_dask.utils.fanout.run_tasks`), and turn the results into tables
+and figures. Seeds are derived by :func:`ppa_dask.utils.seeds.task_seed` from the run's base
+seed and the task's own keys (data set name, repetition number, ...), never from its position
+in a queue, so the results do not depend on the number of workers or on which other tasks run.
 
 =====================================  ==============================================
 task                                   paper
@@ -45,7 +45,6 @@ from ppa_dask.information.entropy import covariance_rank, multi_information_redu
 from ppa_dask.nlpca import NLPCA
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.utils.params import Integer, check_param
-from ppa_dask.utils.seeds import child_seed
 
 __all__ = [
     "METHODS",
@@ -55,7 +54,6 @@ __all__ = [
     "NLPCA_MAX_K",
     "NLPCA_MAX_ITER",
     "NLPCA_RESTARTS",
-    "task_seed",
     "scaled_paper_dataset",
     "scaled_columns",
     "paper_split",
@@ -94,34 +92,6 @@ NLPCA_MAX_ITER = 800
 #: proportion and (on Vehicles, Segmentation, Pageblocks) did not lower the error, while more
 #: iterations did.
 NLPCA_RESTARTS = 1
-
-
-def task_seed(base_seed, *keys):
-    """A 32-bit seed for one task, from the run's base seed and the task's keys.
-
-    ``keys`` are ints or strings (strings enter through their CRC-32), so a repetition's seed
-    does not change when other data sets or repetitions are added or removed. This is
-    :func:`ppa_dask.utils.seeds.child_seed` ``(base_seed, *keys)`` with ``base_seed`` checked.
-
-    Parameters
-    ----------
-    base_seed : int
-        The run's seed (``--seed``), >= 0.
-    *keys : int or str
-
-    Returns
-    -------
-    int
-        In ``[0, 2**32)``, usable as ``random_state`` anywhere.
-
-    Examples
-    --------
-    >>> task_seed(0, "sat", 3) == task_seed(0, "sat", 3) != task_seed(0, "sat", 4)
-    True
-    """
-    base_seed = check_param("base_seed", base_seed, Integer(0))
-    # the package's one key derivation (strings by CRC-32, the first 32-bit state word)
-    return child_seed(base_seed, *keys, name="task keys")
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ public API, so the scripts need no ``sys.path`` edits.
   :func:`write_json`, :func:`command_line`, :func:`prepare_output`, :class:`Timer`.
 * Data and grids of the stability and VSK experiments: :func:`load_regression_dataset`,
   :func:`load_breast_cancer`, :func:`load_covid`, :data:`C_GRID`, :data:`GAMMA_GRID`,
-  :func:`svm_grid`, :func:`tuned` (by :func:`weighted_f1`), :func:`task_seed`.
+  :func:`svm_grid`, :func:`tuned` (by :func:`weighted_f1`). Task seeds come from
+  :func:`ppa_dask.utils.seeds.task_seed`.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from ppa_dask.app.cluster import dashboard_link, local_client
 from ppa_dask.app.reproductions import add_record_option
 from ppa_dask.datasets import PAPER_DATASETS
 from ppa_dask.utils.fanout import run_tasks
-from ppa_dask.utils.seeds import child_seed
 from ppa_dask.utils.tables import pipe_table
 
 __all__ = [
@@ -80,7 +80,6 @@ __all__ = [
     "setting_key",
     "stability_parser",
     "svm_grid",
-    "task_seed",
     "tuned",
     "weighted_f1",
     "weighted_f1_scorer",
@@ -419,18 +418,6 @@ def run_grid(func, settings, shared, output, client, label, quiet=False, context
     for setting in settings:
         out.extend(rows[setting_key(setting, context)])
     return out
-
-
-def task_seed(seed, *keys):
-    """A 32-bit seed for one task, from the run's seed and the task's integer keys (not its
-    worker): :func:`ppa_dask.utils.seeds.child_seed`.
-
-    Examples
-    --------
-    >>> task_seed(0, 1, 2) == task_seed(0, 1, 2) != task_seed(0, 2, 1)
-    True
-    """
-    return child_seed(int(seed), *(int(k) for k in keys))
 
 
 # -------------------------------------------------------------------------------------------

@@ -38,7 +38,8 @@ ensembles, the paper experiments and the pipelines all use it. Its two derivatio
 for the numbers they already produce:
 
 * ``child_seed(*keys)``: the first 32-bit word of ``SeedSequence(keys)`` - tasks of the
-  experiments and pipelines;
+  experiments and the scripts under ``pipelines/``, through :func:`task_seed` (the run's
+  ``--seed`` first, checked, then the task's keys);
 * ``child_seed(*keys, high=h)``: the first draw below ``h`` of :func:`key_rng` ``(*keys)`` (the
   generator ``default_rng(keys)``) - the ensembles' member seeds and row-hash seeds.
 
@@ -53,7 +54,7 @@ import zlib
 import numpy as np
 from sklearn.utils import check_random_state as _sklearn_random_state
 
-from ppa_dask.utils.params import Constraint, InvalidParameterError, is_int
+from ppa_dask.utils.params import Constraint, Integer, InvalidParameterError, check_param, is_int
 
 __all__ = [
     "DATA_SEED_MAX",
@@ -68,6 +69,7 @@ __all__ = [
     "key_words",
     "resolve_seed",
     "set_random_state",
+    "task_seed",
 ]
 
 #: Exclusive upper bound of the seeds handed to estimators (scikit-learn takes int32 seeds).
@@ -253,6 +255,38 @@ def child_seed(*keys, high=None, name="keys") -> int:
     if high is None:
         return int(np.random.SeedSequence(words).generate_state(1, np.uint32)[0])
     return int(np.random.default_rng(words).integers(high))
+
+
+def task_seed(base_seed, *keys) -> int:
+    """A 32-bit seed for one task of an experiment, from the run's base seed and its keys.
+
+    ``keys`` are ints >= 0 or strings (strings enter through their CRC-32), so a repetition's
+    seed does not change when other data sets or repetitions are added or removed, nor with the
+    worker that runs it. This is :func:`child_seed` ``(base_seed, *keys)`` with ``base_seed``
+    checked: the one task seed of the paper experiments (:mod:`ppa_dask.app.experiments`) and
+    of every script under ``pipelines/``.
+
+    Parameters
+    ----------
+    base_seed : int
+        The run's seed (``--seed``), >= 0.
+    *keys : int >= 0 or str
+        What names the task: ``("split", "sat", 3)``.
+
+    Returns
+    -------
+    int
+        In ``[0, 2**32)``, usable as ``random_state`` anywhere.
+
+    Examples
+    --------
+    >>> task_seed(0, "sat", 3) == task_seed(0, "sat", 3) != task_seed(0, "sat", 4)
+    True
+    >>> task_seed(0, 1, 2) == child_seed(0, 1, 2)
+    True
+    """
+    base_seed = check_param("base_seed", base_seed, Integer(0))
+    return child_seed(base_seed, *keys, name="task keys")
 
 
 def set_random_state(estimator, seed):

@@ -43,10 +43,10 @@ from ppa_dask.app.experiments import (  # noqa: E402
     multi_information_task,
     paper_split,
     reconstruction_mse,
-    task_seed,
 )
 from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES  # noqa: E402
 from ppa_dask.nlpca import NLPCA  # noqa: E402
+from ppa_dask.utils.seeds import task_seed  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

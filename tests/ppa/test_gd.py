@@ -15,10 +15,11 @@ from conftest import noisy_helix, random_nonlinear
 from sklearn.decomposition import PCA
 
 from ppa_dask import PPA
-from ppa_dask.app.experiments import fit_method, paper_split, reconstruction_mse, task_seed
+from ppa_dask.app.experiments import fit_method, paper_split, reconstruction_mse
 from ppa_dask.datasets import make_curved_manifold
 from ppa_dask.ppa import algebra as _algebra
 from ppa_dask.ppa import kernels
+from ppa_dask.utils.seeds import task_seed
 
 
 def noisy_parabola(n=2000, noise=0.05, seed=0):
