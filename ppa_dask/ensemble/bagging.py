@@ -458,7 +458,9 @@ def _describe(value):
 class _FeatureBagging(BaseEstimator):
     """Shared machinery: validation, the bag plan, fitting members (tasks, store, resume)."""
 
-    _kind = None
+    # with bag_plan and member_template, the bagged-estimator interface stability refits through
+    # (ppa_dask.ensemble.protocol): what a member outputs, one of MEMBER_KINDS
+    member_kind = None
     # parameters that do not change which members a fit draws (left out of the store identity)
     _not_in_identity = ("n_estimators", "coupling", "store", "retries", "verbose")
 
@@ -474,7 +476,7 @@ class _FeatureBagging(BaseEstimator):
                 f"estimator must be a scikit-learn estimator with fit and get_params, got "
                 f"{type(estimator).__name__}"
             )
-        needed = "transform" if self._kind == "ppa" else "predict"
+        needed = "transform" if self.member_kind == "ppa" else "predict"
         if not callable(getattr(estimator, needed, None)):
             raise TypeError(
                 f"estimator {type(estimator).__name__} has no {needed} method; a "
@@ -496,7 +498,7 @@ class _FeatureBagging(BaseEstimator):
 
     def bag_plan(self, n_samples, n_features):
         """The :class:`BagPlan` of a fit on ``n_samples x n_features`` data (validates params)."""
-        B, s, samples = self._check_bagging(n_samples, n_features, self._kind == "ppa")
+        B, s, samples = self._check_bagging(n_samples, n_features, self.member_kind == "ppa")
         seed = ensemble_seed(self.random_state)
         return BagPlan(seed, n_samples, n_features, B, s, samples)
 
@@ -639,7 +641,7 @@ class _FeatureBagging(BaseEstimator):
         specs = self._specs_for_output()
         with one_blas_thread():
             return [
-                member_output(self._kind, est, spec, X, width)
+                member_output(self.member_kind, est, spec, X, width)
                 for est, spec in zip(self.estimators_, specs)
             ]
 
@@ -782,7 +784,7 @@ class FeatureBaggingRegressor(RegressorMixin, _SklearnBagging):
     ([5, 5, 5], (2,))
     """
 
-    _kind = "regressor"
+    member_kind = "regressor"
 
     def _default_estimator(self):
         from sklearn.tree import DecisionTreeRegressor
@@ -863,7 +865,7 @@ class FeatureBaggingClassifier(ClassifierMixin, _SklearnBagging):
     ((2, 2), True)
     """
 
-    _kind = "classifier"
+    member_kind = "classifier"
 
     def _default_estimator(self):
         from sklearn.tree import DecisionTreeClassifier
@@ -1005,7 +1007,7 @@ class FeatureBaggingPPA(_FeatureBagging):
     ((3, 4), (3,))
     """
 
-    _kind = "ppa"
+    member_kind = "ppa"
 
     def __init__(
         self,

@@ -13,6 +13,11 @@ it) and, for PPA-based estimators (:class:`~ppa_dask.PPA`,
 compared on the features both fits share -- so FI is in squared input units. A vector output is
 compared with the squared Euclidean norm (the Hilbert-space FI of the paper's section 4).
 
+A bagged estimator is known by what it exposes, not by its class: its bag plan, member
+template and member kind (:class:`~ppa_dask.ensemble.BaggedEstimator`, which the
+``FeatureBagging*`` ensembles implement and any other estimator can); its members are then
+refitted one by one, a single estimator as a whole.
+
 Methods
 -------
 ``"refit"``
@@ -57,15 +62,13 @@ from sklearn.utils.multiclass import check_classification_targets
 
 from ppa_dask.ensemble.bagging import (
     BagPlan,
-    FeatureBaggingClassifier,
-    FeatureBaggingPPA,
-    FeatureBaggingRegressor,
     accumulate,
     check_coupling,
     finish,
     fit_member,
     member_output,
 )
+from ppa_dask.ensemble.protocol import bagged_kind
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.multifit import fit_members_shared_scans
 from ppa_dask.utils.arrays import check_dask_samples, is_dask
@@ -241,16 +244,17 @@ class _Plan:
 
 def _make_plan(estimator, X, y, n_components, random_state):
     n, d = X.shape
-    if isinstance(
-        estimator, (FeatureBaggingRegressor, FeatureBaggingClassifier, FeatureBaggingPPA)
-    ):
+    # a bagged estimator is refitted member by member through its interface
+    # (ppa_dask.ensemble.protocol), whatever its class
+    kind = bagged_kind(estimator)
+    if kind is not None:
         template = estimator.member_template()
         bags = estimator.bag_plan(n, d)
         specs = bags.members()
-        if isinstance(estimator, FeatureBaggingPPA):
+        if kind == "ppa":
             means = None if is_dask(X) else X.mean(axis=0)
             return _Plan("ppa", template, bags, specs, d, None, means)
-        if isinstance(estimator, FeatureBaggingClassifier):
+        if kind == "classifier":
             y, width = _encode_classes(y, n)
             return _Plan("classifier", template, bags, specs, width, y)
         y = _regression_targets(y, n)
@@ -335,7 +339,7 @@ def _check_arrays(X, X_eval, estimator):
             "X_eval is a Dask array; pass the evaluation points in memory (a sample of rows)."
         )
     if is_dask(X):
-        if not isinstance(estimator, (PPA, FeatureBaggingPPA)):
+        if not (isinstance(estimator, PPA) or bagged_kind(estimator) == "ppa"):
             raise TypeError(
                 "X is a Dask array: out-of-core refits (all of them from shared scans) are for "
                 "PPA and FeatureBaggingPPA; other estimators take in-memory data (.compute())."
@@ -457,8 +461,9 @@ def feature_instability(
     estimator : estimator
         Fitted anew on ``X`` (it is cloned; a fitted one is not reused): a
         :class:`~ppa_dask.ensemble.FeatureBaggingRegressor`, ``FeatureBaggingClassifier``,
-        ``FeatureBaggingPPA``, a :class:`~ppa_dask.PPA` or any scikit-learn regressor or
-        classifier.
+        ``FeatureBaggingPPA``, any other bagged estimator implementing
+        :class:`~ppa_dask.ensemble.BaggedEstimator` (refitted member by member), a
+        :class:`~ppa_dask.PPA` or any scikit-learn regressor or classifier.
     X : array-like of shape (n_samples, n_features)
     y : array-like of shape (n_samples,) or None
         Targets (None for PPA-based estimators).
