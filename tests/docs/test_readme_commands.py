@@ -89,7 +89,7 @@ def _requirement_closure():
 
 
 # calls that import the module named by their first argument
-IMPORTERS = {"import_module", "find_spec", "importorskip", "_anchor"}
+IMPORTERS = {"import_module", "find_spec", "importorskip", "anchor"}
 
 
 def _imports(source):

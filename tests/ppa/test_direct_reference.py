@@ -1,5 +1,9 @@
 """Checks of the direct reference PPA (tests/direct_ppa.py) against independent facts."""
 
+import ast
+import pathlib
+
+import direct_ppa
 import numpy as np
 import pytest
 from direct_ppa import (
@@ -10,6 +14,8 @@ from direct_ppa import (
     transform_direct,
 )
 from sklearn.decomposition import PCA
+
+from ppa_dask.app.bench import direct_port
 
 
 def _correlated(n, d, seed):
@@ -108,3 +114,30 @@ def test_cv_picks_quadratic_on_parabola():
     np.testing.assert_allclose(
         transform_direct(model, X), transform_direct(fit_direct(X, chosen), X), atol=1e-12
     )
+
+
+def _imported_modules(source):
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add("." * node.level + (node.module or ""))
+    return found
+
+
+def test_the_direct_port_imports_numpy_and_nothing_else():
+    # it is the independent check of PPA only while it shares no code with the package it
+    # lives in: an import of anything of ppa_dask (or of a helper of it) would make it a copy
+    source = pathlib.Path(direct_port.__file__).read_text()
+    assert _imported_modules(source) == {"numpy"}
+    # the scan sees the imports a shared-code change would add
+    assert _imported_modules("from ppa_dask.ppa import algebra\nfrom . import x") == {
+        "ppa_dask.ppa",
+        ".",
+    }
+
+
+def test_the_tests_use_the_port_the_bench_measures():
+    for name in direct_ppa.__all__:
+        assert getattr(direct_ppa, name) is getattr(direct_port, name), name

@@ -1,0 +1,41 @@
+"""The sections of ``ppa-dask bench``, each a function returning its rows (see :mod:`..sizes`).
+
+The in-process sections take ``(sizes, say)`` and run in this process with one BLAS thread; the
+cluster sections take ``(sizes, say, tmp)`` and run on the bench's shared local cluster (the
+current client). Two bring or need their own cluster: ``ooc`` (``(sizes, say, tmp, client)``, a
+cluster with the out-of-core memory limit) and ``scaling`` (``(sizes, say, tmp, scratch)``, one
+cluster per configuration).
+
+Examples
+--------
+>>> list(IN_PROCESS_SECTIONS), list(ON_CLUSTER_SECTIONS)
+(['memory', 'table2', 'cost', 'first_run'], ['dask', 'cube', 'passes', 'ensembles'])
+"""
+
+from __future__ import annotations
+
+from ppa_dask.app.bench.sections.cube import section_cube
+from ppa_dask.app.bench.sections.dask_arrays import section_dask, section_passes
+from ppa_dask.app.bench.sections.ensembles import section_ensembles
+from ppa_dask.app.bench.sections.first_run import section_first_run
+from ppa_dask.app.bench.sections.in_memory import section_cost, section_memory, section_table2
+from ppa_dask.app.bench.sections.out_of_core import section_ooc
+from ppa_dask.app.bench.sections.scaling import section_scaling
+
+#: Sections run in this process, in this order.
+IN_PROCESS_SECTIONS = {
+    "memory": section_memory,
+    "table2": section_table2,
+    "cost": section_cost,
+    "first_run": section_first_run,
+}
+#: Sections run on the shared cluster, in this order (``ooc`` joins them when its memory limit
+#: is the cluster's).
+ON_CLUSTER_SECTIONS = {
+    "dask": section_dask,
+    "cube": section_cube,
+    "passes": section_passes,
+    "ensembles": section_ensembles,
+}
+
+__all__ = ["IN_PROCESS_SECTIONS", "ON_CLUSTER_SECTIONS", "section_ooc", "section_scaling"]
