@@ -1,18 +1,18 @@
 """The seed policy (ppa_dask.utils.seeds): the same accepted and refused ``random_state`` at
-every public entry point, the child-seed derivations, and the numbers of seeded functions
-unchanged by the refactor that put every seed mechanism in one module.
+every public entry point, the child-seed derivations, and what a seed promises: the same draws
+whatever the chunking, the scheduler or the order of the tasks, other draws for other seeds,
+and the documented derivations redone here with numpy's own API.
 """
 
 from __future__ import annotations
 
-import hashlib
+import concurrent.futures
+import itertools
 import zlib
 
 import numpy as np
-import paths
 import pytest
 from sklearn.decomposition import PCA
-from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
@@ -26,6 +26,7 @@ from ppa_dask.ensemble.bagging import (
 )
 from ppa_dask.geometry.neighbors import make_ppa_knn
 from ppa_dask.information import entropy
+from ppa_dask.ppa import kernels
 from ppa_dask.stability import instability
 from ppa_dask.store import open_array
 from ppa_dask.utils import seeds
@@ -33,258 +34,198 @@ from ppa_dask.utils.params import InvalidParameterError
 from ppa_dask.utils.seeds import task_seed
 from ppa_dask.vsk import scaling
 
-ROOT = paths.ROOT
-
 # --------------------------------------------------------------------------------------------
-# numbers unchanged: outputs of seeded functions against the code before the refactor
+# seeds that mean what they say: the same draws whatever the chunking, the scheduler or the
+# order of the tasks; other draws for other seeds; the documented derivation, redone here
 # --------------------------------------------------------------------------------------------
 
 
-#: Decimals kept of generator outputs computed with BLAS before their digest (see _probe).
-BLAS_DECIMALS = 12
-
-
-def _digest(a, decimals=None):
-    a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
-    if decimals is not None:
-        a = np.round(a, decimals) + 0.0  # + 0.0: one zero, whatever the sign of a rounded -0
-    return hashlib.sha256(a.tobytes()).hexdigest()[:16]
-
-
-def _probe():
-    """Seed-dependent outputs of public functions: ints exactly, arrays by digest.
-
-    The same function, run against the tree of commit 8ea1b9b (``git archive HEAD``, before any
-    seed code moved, with ``bagging.resolve_seed`` in place of ``seeds.ensemble_seed``), gave
-    :data:`PINNED`. Outputs of PPA fits are rounded to 9 decimals (BLAS summation order may
-    differ between machines); generator outputs that pass through BLAS (a QR rotation, a matrix
-    product) to 12: their last bits follow OpenBLAS's kernel for the processor (SkylakeX and
-    Haswell kernels differ there, and 8ea1b9b's code gives the same digests as today's under
-    each, exactly and rounded); other generator outputs and seeds are compared exactly.
-    """
-    out = {}
-    out["helix"] = _digest(datasets.make_helix(64, n_features=4, random_state=7), BLAS_DECIMALS)
-    out["curved"] = _digest(
-        datasets.make_curved_manifold(64, n_features=5, random_state=3), BLAS_DECIMALS
+def _chunked_rows(kind, n, d, seed, cuts):
+    bounds = [0, *cuts, n]
+    return np.vstack(
+        [
+            datasets.generate_rows(kind, a, b, d, random_state=seed)
+            for a, b in itertools.pairwise(bounds)
+        ]
     )
-    out["rotation"] = _digest(datasets.rotation_matrix(4, random_state=5), BLAS_DECIMALS)
-    out["helix_generator"] = _digest(
-        datasets.make_helix(16, random_state=np.random.default_rng(1))
-    )
-    out["rows_big_seed"] = _digest(
-        datasets.generate_rows("curved", 10, 30, n_features=4, random_state=2**40), BLAS_DECIMALS
-    )
-    blocks = datasets.make_demo_blocks(50, n_features=4, random_state=4, block_rows=20)
-    out["demo_blocks"] = _digest(np.vstack(list(blocks)), BLAS_DECIMALS)
-    dask_array = datasets.generated_dask_array("helix", 40, 3, chunks=15, random_state=9)
-    out["dask_array"] = _digest(dask_array.compute())
-    cube = datasets.make_cube(n_bands=4, ny=6, nx=6, random_state=2)
-    out["cube"] = _digest(cube["reflectance"].values)
-    out["parabolas"] = _digest(datasets.make_parabolas(20, random_state=3)[0])
 
-    out["bag_seed_int"] = seeds.ensemble_seed(12)
-    out["bag_seed_generator"] = seeds.ensemble_seed(np.random.default_rng(1))
-    out["bag_seed_randomstate"] = seeds.ensemble_seed(np.random.RandomState(1))
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(60, 6))
-    y = X[:, 0] + 0.1 * rng.normal(size=60)
-    # a pipeline: nested random_state parameters are set from the member's seed
-    member = make_pipeline(PCA(n_components=2, svd_solver="randomized"), DecisionTreeRegressor())
-    reg = FeatureBaggingRegressor(
-        member, n_estimators=3, max_features=0.5, max_samples=0.8, random_state=5
+@pytest.mark.parametrize("kind, d", [("helix", 3), ("curved", 5)])
+def test_generated_rows_do_not_depend_on_how_they_are_cut(kind, d):
+    n, seed = 70_000, 11
+    whole = datasets.generate_rows(kind, 0, n, d, random_state=seed)
+    # cuts inside the first generation block and across the boundary of the second (65,536);
+    # pieces of two rows at least: the rotation of a single row goes through BLAS's
+    # matrix-vector product, whose last bit may differ from the matrix product's
+    for cuts in ([2], [7, 5000, 65_535], [65_536], [30_000, 65_537, 69_998]):
+        np.testing.assert_array_equal(_chunked_rows(kind, n, d, seed, cuts), whole)
+    blocks = datasets.make_demo_blocks(
+        n, n_features=d, kind=kind, random_state=seed, block_rows=9_999
+    )
+    np.testing.assert_array_equal(np.vstack(list(blocks)), whole)
+    # fewer rows asked for: a prefix of the same rows
+    np.testing.assert_array_equal(
+        datasets.generate_rows(kind, 0, 100, d, random_state=seed), whole[:100]
+    )
+
+
+def test_a_generated_dask_array_is_the_same_for_any_chunks_and_scheduler():
+    import dask
+
+    reference = datasets.make_helix(3_000, n_features=4, random_state=5)
+    for chunks in (3_000, 1_000, 333, 97):
+        x = datasets.generated_dask_array("helix", 3_000, 4, chunks=chunks, random_state=5)
+        for scheduler, workers in (("synchronous", 1), ("threads", 1), ("threads", 4)):
+            with dask.config.set(scheduler=scheduler, num_workers=workers):
+                np.testing.assert_array_equal(
+                    x.compute(), reference, err_msg=f"{chunks} {workers}"
+                )
+
+
+def test_the_cube_is_the_same_for_any_chunks():
+    whole = datasets.make_cube(n_bands=3, ny=10, nx=6, random_state=4)["reflectance"].values
+    for rows in (1, 3, 7):
+        cube = datasets.make_cube(n_bands=3, ny=10, nx=6, random_state=4, chunks={"y": rows})
+        np.testing.assert_array_equal(cube["reflectance"].values, whole)
+
+
+def test_fold_labels_and_bag_rows_depend_on_the_row_not_the_chunk():
+    n = 5_000
+    for seed in (0, 3, 2**40 + 1):
+        labels = kernels.fold_labels(0, n, seed, 3)
+        parts = [kernels.fold_labels(a, b, seed, 3) for a, b in ((0, 1), (1, 1234), (1234, n))]
+        np.testing.assert_array_equal(np.concatenate(parts), labels)
+        # every fold gets about a third of the rows (a hash, not a sort of the row order)
+        assert np.all(np.abs(np.bincount(labels, minlength=3) / n - 1 / 3) < 0.03)
+    plan = bagging.BagPlan(8, n, 6, 4, 3, 0.5)
+    for spec in plan.members():
+        mask = spec.row_mask(0, n)
+        np.testing.assert_array_equal(
+            np.concatenate([spec.row_mask(0, 777), spec.row_mask(777, n)]), mask
+        )
+        assert abs(mask.mean() - 0.5) < 0.03
+
+
+def test_ppa_folds_and_degrees_do_not_depend_on_chunking():
+    import dask.array as da
+
+    X = datasets.make_curved_manifold(600, n_features=4, random_state=2)
+    fitted = [PPA(degree=(1, 2, 3), cv=3, random_state=9).fit(X)]
+    for chunks in (600, 250, 77):
+        fitted.append(
+            PPA(degree=(1, 2, 3), cv=3, random_state=9).fit(da.from_array(X, chunks=(chunks, -1)))
+        )
+    first = fitted[0]
+    for model in fitted[1:]:
+        assert model.fold_seed_ == first.fold_seed_
+        assert list(model.degrees_) == list(first.degrees_)
+        np.testing.assert_allclose(model.cv_scores_, first.cv_scores_, rtol=1e-9, atol=1e-12)
+
+
+def test_bag_members_are_functions_of_the_seed_and_their_index():
+    plan = bagging.BagPlan(21, 300, 10, 12, 4, 0.6)
+    members = plan.members()
+    # asked for one at a time, in any order, from threads at once: the same members
+    order = np.random.default_rng(0).permutation(len(members))
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        shuffled = dict(zip(order, pool.map(plan.member, order)))
+    for b, spec in enumerate(members):
+        assert shuffled[b].same_as(spec), b
+    # a larger ensemble keeps the members of the smaller one
+    larger = bagging.BagPlan(21, 300, 10, 30, 4, 0.6).members()
+    assert all(a.same_as(b) for a, b in zip(members, larger))
+    # members differ from one another, and from the members of another seed
+    assert len({tuple(s.features) for s in members}) > 1
+    assert len({s.seed for s in members}) == len(members)
+    other = bagging.BagPlan(22, 300, 10, 12, 4, 0.6).members()
+    assert not any(a.same_as(b) for a, b in zip(members, other))
+
+
+def test_an_ensembles_members_do_not_depend_on_the_order_they_are_fitted_in():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(80, 6))
+    y = X[:, 0] + 0.1 * rng.normal(size=80)
+    a = FeatureBaggingRegressor(
+        DecisionTreeRegressor(), n_estimators=4, max_features=3, random_state=7
     ).fit(X, y)
-    out["bag_member_seeds"] = [int(s) for s in reg.member_seeds_]
-    out["bag_features"] = [np.asarray(s).tolist() for s in reg.estimators_features_]
-    out["bag_predict"] = _digest(reg.predict(X), 9)
-    ens = FeatureBaggingPPA(
-        PPA(degree=2, cv=2),
-        n_components=1,
-        n_estimators=2,
-        max_features=3,
-        max_samples=0.7,
-        random_state=np.random.default_rng(3),
-    ).fit(X)
-    out["bagppa_seed"] = int(ens.seed_)
-    out["bagppa_member_seeds"] = [int(s) for s in ens.member_seeds_]
-    plan = bagging.BagPlan(11, 60, 6, 3, 3, 0.5)
-    specs = plan.members()
-    out["plan_specs"] = [s.to_json() for s in specs]
-    out["plan_redraws"] = [
-        plan.without(specs[0], axis, 2, coupling).to_json()
-        for axis in ("feature", "instance")
-        for coupling in ("shared", "independent")
+    # the same members fitted one by one, last first, from the plan
+    specs = a.bag_plan(*X.shape).members()
+    template = a.member_template()
+    alone = [bagging.fit_member(spec, X, y, template) for spec in reversed(specs)][::-1]
+    assert [int(s.seed) for s in specs] == [int(s) for s in a.member_seeds_]
+    for spec, features in zip(specs, a.estimators_features_):
+        np.testing.assert_array_equal(spec.features, features)
+    expected = np.mean([m.predict(X[:, s.features]) for m, s in zip(alone, specs)], axis=0)
+    np.testing.assert_allclose(a.predict(X), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_task_seeds_separate_their_keys():
+    grid = [
+        task_seed(0, task, rep, split)
+        for task in ("sat", "vehicles", 3)
+        for rep in range(100)
+        for split in range(5)
     ]
-
-    Xp = rng.normal(size=(200, 3))
-    out["ppa_fold_seed"] = [
-        PPA(degree=(1, 2), cv=2, random_state=rs).fit(Xp).fold_seed_
-        for rs in (0, 123, np.random.RandomState(4))
-    ]
-    out["ppa_transform"] = _digest(
-        PPA(degree=(1, 2), cv=2, random_state=3).fit(Xp).transform(Xp), 9
-    )
-
-    Xq = np.floor(rng.normal(size=(50, 3)) * 3)
-    out["dequantize"] = _digest(entropy.dequantize(Xq, random_state=4))
-    out["dequantize_default"] = _digest(entropy.dequantize(Xq))
-    h = entropy.marginal_entropy(Xq[:, 0], random_state=2)
-    out["marginal_entropy"] = round(float(np.sum(h)), 9)
-
-    out["task_seed"] = [
-        task_seed(0, "sat", 3),
-        task_seed(5, 1, 2),
-        task_seed(2**40, "split", "x", 0),
-    ]
-
-    def fields(result):
-        return {
-            k: _digest(np.asarray(v, dtype=float), 9)
-            for k, v in sorted(vars(result).items())
-            if isinstance(v, (np.ndarray, float, int)) and not isinstance(v, bool)
-        }
-
-    forest = RandomForestRegressor(n_estimators=3)
-    res = instability.feature_instability(forest, X, y, random_state=6, n_features=2)
-    out["feature_instability"] = fields(res)
-    res = instability.instance_instability(Ridge(), X, y, random_state=7, n_instances=3)
-    out["instance_instability"] = fields(res)
-
-    yc = (X[:, 0] > 0).astype(int)
-    out["svm_keep"] = scaling.SVMExtraction(n_keep=2, random_state=3).fit(X, yc).keep_.tolist()
-    ppa_scaling = scaling.PPAScaling(n_components=1, degree=(1, 2), random_state=1)
-    out["ppa_scaling"] = _digest(ppa_scaling.fit(X[:, :3], yc).transform(X[:, :3]), 9)
-    # the keys the VSK scripts use (they had a task_seed of their own before this was pinned)
-    out["vsk_task_seed"] = [task_seed(1992, 100, 5, 2), task_seed(0, 0)]
-    return out
+    assert len(set(grid)) == len(grid)
+    # keys are not concatenated: shifting a digit or a letter between keys changes the seed
+    assert task_seed(0, 1, 23) != task_seed(0, 12, 3)
+    assert task_seed(0, "a", "b") != task_seed(0, "ab") != task_seed(0, "b", "a")
+    assert task_seed(0, 1) != task_seed(1, 0) and task_seed(0, 1) != task_seed(0, 1, 1)
+    # (numpy's SeedSequence takes trailing zero words as absent: the keys (k,) and (k, 0), or
+    # (k, "") with crc32("") = 0, name one stream; changing that would change every seed)
+    # a pure function of its keys: computed concurrently, in another order, the same
+    keys = [(s, "split", r) for s in range(3) for r in range(50)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        concurrent_seeds = list(pool.map(lambda k: task_seed(*k), reversed(keys)))[::-1]
+    assert concurrent_seeds == [task_seed(*k) for k in keys]
 
 
-# computed by _probe() on the tree of commit 8ea1b9b, before the seed code was changed
-PINNED = {
-    "bag_features": [[1, 2, 4], [0, 2, 5], [0, 4, 5]],
-    "bag_member_seeds": [316973136, 888753469, 1912817144],
-    "bag_predict": "8df1ccd4fd31c9d4",
-    "bag_seed_generator": 1016164991,
-    "bag_seed_int": 12,
-    "bag_seed_randomstate": 1791095845,
-    "bagppa_member_seeds": [1724596648, 455532821],
-    "bagppa_seed": 1742692731,
-    "cube": "30451b25a2846a3b",
-    "curved": "86802a888c0a07ee",
-    "dask_array": "47515f3497726ac1",
-    "demo_blocks": "c24cb9b2e35520d1",
-    "dequantize": "1de8b39ab92af864",
-    "dequantize_default": "f2ab58f79ac13099",
-    "feature_instability": {
-        "indices": "71f6bfa4d494ae1b",
-        "n_refits": "3f710ac088db3336",
-        "population": "3e6357a56fbae744",
-        "stderr": "ce5a9ee45cfbb55b",
-        "terms": "43e748a3d0cbd968",
-        "value": "1c20fc4a5ae8b9cc",
-    },
-    "helix": "cdddd6561bd02c97",
-    "helix_generator": "0069073f43cc09f3",
-    "instance_instability": {
-        "indices": "c4418c2a46456f08",
-        "n_refits": "161f4c0b1a18a050",
-        "population": "e39fe0de715a2547",
-        "stderr": "c76b35d2ac1a8549",
-        "terms": "2b85aa806fd535cb",
-        "value": "c4c1dad8532d3f0f",
-    },
-    "marginal_entropy": 2.535343509,
-    "parabolas": "83a1f05f121ff02b",
-    "plan_redraws": [
-        {
-            "excluded_rows": [],
-            "features": [1, 3, 4],
-            "index": 0,
-            "row_fraction": 0.5,
-            "row_seed": 4050633092623388606,
-            "samples": None,
-            "seed": 519842150,
-        },
-        {
-            "excluded_rows": [],
-            "features": [0, 1, 4],
-            "index": 0,
-            "row_fraction": 0.5,
-            "row_seed": 4050633092623388606,
-            "samples": None,
-            "seed": 382726607,
-        },
-        {
-            "excluded_rows": [2],
-            "features": [1, 3, 4],
-            "index": 0,
-            "row_fraction": 0.5,
-            "row_seed": 4050633092623388606,
-            "samples": None,
-            "seed": 519842150,
-        },
-        {
-            "excluded_rows": [2],
-            "features": [1, 3, 4],
-            "index": 0,
-            "row_fraction": 0.5,
-            "row_seed": 7795947074522446078,
-            "samples": None,
-            "seed": 2089873528,
-        },
-    ],
-    "plan_specs": [
-        {
-            "excluded_rows": [],
-            "features": [1, 3, 4],
-            "index": 0,
-            "row_fraction": 0.5,
-            "row_seed": 4050633092623388606,
-            "samples": None,
-            "seed": 519842150,
-        },
-        {
-            "excluded_rows": [],
-            "features": [0, 4, 5],
-            "index": 1,
-            "row_fraction": 0.5,
-            "row_seed": 3069041504823607383,
-            "samples": None,
-            "seed": 1988709026,
-        },
-        {
-            "excluded_rows": [],
-            "features": [2, 3, 4],
-            "index": 2,
-            "row_fraction": 0.5,
-            "row_seed": 8175832730801052013,
-            "samples": None,
-            "seed": 206870599,
-        },
-    ],
-    "ppa_fold_seed": [209652396, 843828734, 2005877882],
-    "ppa_scaling": "ca3bd8023badce90",
-    "ppa_transform": "6f8c9febf7372679",
-    "rotation": "e652d143e34d4336",
-    "rows_big_seed": "ff91b052ed69fd6f",
-    "svm_keep": [3, 5],
-    "task_seed": [1155450646, 4078058680, 2069279418],
-    "vsk_task_seed": [3143333539, 2968811710],
-}
+# a seeded call of each generator, and of the entry points whose output is itself a draw of
+# many values (a few features drawn out of four may coincide for two seeds)
+DRAWS = [
+    "make_helix",
+    "make_curved_manifold",
+    "rotation_matrix",
+    "generate_rows",
+    "make_demo_blocks",
+    "generated_dask_array",
+    "write_zarr",
+    "make_cube",
+    "make_parabolas",
+    "dequantize",
+    "FeatureBaggingPPA",
+    "instance_instability",
+]
 
 
-@pytest.fixture(scope="module")
-def probed():
-    return _probe()
+@pytest.mark.parametrize("entry", DRAWS)
+def test_other_seeds_give_other_draws(entry, tmp_path):
+    call = ENTRY_POINTS[entry]
+    draws = [np.asarray(call(seed, tmp_path), dtype=float) for seed in (0, 1, 2**33)]
+    for i, j in itertools.combinations(range(3), 2):
+        assert not np.array_equal(draws[i], draws[j]), (entry, i, j)
 
 
-@pytest.mark.parametrize("key", sorted(PINNED))
-def test_seeded_outputs_are_those_of_the_code_before_the_refactor(probed, key):
-    assert probed[key] == PINNED[key]
+def test_the_rotation_is_the_documented_draw():
+    # rotation_matrix's docstring: the Q factor of the QR decomposition of a standard normal
+    # n x n matrix drawn from SeedSequence([seed, 2**32 - 1]), columns signed so that
+    # diag(R) > 0, the first column negated if det(Q) < 0. Redone with numpy's API:
+    for seed, n in ((5, 4), (0, 3), (2**40, 6)):
+        z = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 2**32 - 1])))
+        q, r = np.linalg.qr(z.standard_normal((n, n)))
+        q = q * np.where(np.diag(r) < 0, -1.0, 1.0)
+        if np.linalg.det(q) < 0:
+            q[:, 0] = -q[:, 0]
+        np.testing.assert_allclose(datasets.rotation_matrix(n, random_state=seed), q, atol=1e-13)
 
 
-def test_the_probe_covers_every_pinned_value(probed):
-    assert sorted(probed) == sorted(PINNED)
+def test_bag_features_are_the_documented_draw():
+    # member b of seed s keeps the first k of a permutation of the features drawn from the
+    # key stream (s, b, 0): numpy's SeedSequence of the keys, a PCG64 generator
+    plan = bagging.BagPlan(13, 50, 9, 5, 4)
+    for b, spec in enumerate(plan.members()):
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([13, b, 0])))
+        np.testing.assert_array_equal(spec.features, np.sort(rng.permutation(9)[:4]))
 
 
 # --------------------------------------------------------------------------------------------
