@@ -92,6 +92,36 @@ def _function_local_imports(tree):
     return found
 
 
+def _built_getattr(tree):
+    """``getattr(obj, <a name built from pieces>)``: an f-string, a ``+`` or a ``%``/``format``
+    of strings, which no reader or tool can follow to the attribute it reaches."""
+    found = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) in ("getattr", "hasattr", "setattr")
+            and len(node.args) >= 2
+        ):
+            continue
+        name = node.args[1]
+        built = isinstance(name, ast.JoinedStr) or (
+            isinstance(name, ast.BinOp) and isinstance(name.op, (ast.Add, ast.Mod))
+        )
+        built = built or (
+            isinstance(name, ast.Call) and getattr(name.func, "attr", None) == "format"
+        )
+        if built:
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_module_name)
+def test_no_dispatch_by_a_built_attribute_name(path):
+    # each stage, command and loader is named where it is used (an object in an explicit
+    # order, a mapping), never reached through a name put together at run time
+    assert _built_getattr(_tree(path)) == []
+
+
 @pytest.mark.parametrize("path", MODULES, ids=_module_name)
 def test_no_module_uses_another_modules_private_names(path):
     assert _private_uses(_tree(path)) == []
@@ -114,6 +144,17 @@ def test_the_scanners_find_what_they_look_for():
     )
     assert len(_private_uses(bad)) == 2
     assert _function_local_imports(bad) == ["line 3: from ppa_dask import store"]
+    built = ast.parse(
+        'getattr(self, f"_run_{stage}")()\n'
+        'getattr(datasets, "load_" + name)\n'
+        'getattr(x, "{}".format(n))\n'
+        'getattr(x, name), getattr(x, "fixed")\n'
+    )
+    assert sorted(line.split(":")[0] for line in _built_getattr(built)) == [
+        "line 1",
+        "line 2",
+        "line 3",
+    ]
 
 
 # the one place that tests whether an input is an xarray object (besides the test's definition

@@ -119,3 +119,20 @@ def test_the_scanner_finds_copies(tmp_path):
     )
     assert _literal_copies(NAN_POLICIES, [bad]) == ["bad.py:2", "bad.py:3", "bad.py:4"]
     assert _phrase_places("a range such as 1-5", [bad]) == ["bad.py"]
+
+
+def test_the_bundled_tables_are_every_table_loader():
+    # datasets.TABLE_LOADERS is what a pipeline's 'dataset' source may name: every loader of a
+    # bundled table (load_<name>(return_X_y=True) -> (X, y)), none forgotten when one is added
+    import inspect
+
+    from ppa_dask import datasets
+
+    loaders = {
+        name.removeprefix("load_"): getattr(datasets, name)
+        for name in dir(datasets)
+        if name.startswith("load_")
+        and name != "load_paper_dataset"
+        and "return_X_y" in inspect.signature(getattr(datasets, name)).parameters
+    }
+    assert loaders == datasets.TABLE_LOADERS

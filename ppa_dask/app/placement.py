@@ -181,7 +181,7 @@ def pipeline_data_nbytes(data):
         if source == "dataset":
             import numpy as np
 
-            X = getattr(datasets, f"load_{data['name']}")(return_X_y=True)[0]
+            X = datasets.TABLE_LOADERS[data["name"]](return_X_y=True)[0]
             return int(np.asarray(X, dtype=np.float64).nbytes), f"data (data set {data['name']})"
         if source in ("zarr", "xarray", *store.sources.FORMATS):
             return input_nbytes(data["path"], data.get("variable")), what

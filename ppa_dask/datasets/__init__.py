@@ -45,6 +45,21 @@ from ppa_dask.datasets.synthetic import (
 )
 from ppa_dask.datasets.toys import make_parabolas
 
+#: The bundled tables by name, each loader returning ``(X, y)`` with ``return_X_y=True``: what a
+#: pipeline file's ``data: {source: dataset, name: ...}`` may name.
+TABLE_LOADERS = {
+    "abalone": load_abalone,
+    "breast_cancer_wisconsin": load_breast_cancer_wisconsin,
+    "cpu_act": load_cpu_act,
+    "house_8l": load_house_8l,
+    "japanese_vowels": load_japanese_vowels,
+    "magic_gamma": load_magic_gamma,
+    "page_blocks": load_page_blocks,
+    "sat": load_sat,
+    "segmentation": load_segmentation,
+    "vehicles": load_vehicles,
+}
+
 __all__ = [
     "make_helix",
     "make_curved_manifold",
@@ -62,6 +77,7 @@ __all__ = [
     "PAPER_TABLE2_MINUTES",
     "SEGMENTATION_DROPPED",
     "load_paper_dataset",
+    "TABLE_LOADERS",
     "load_magic_gamma",
     "load_japanese_vowels",
     "load_page_blocks",

@@ -126,7 +126,7 @@ def test_a_marker_naming_an_output_outside_its_folder_is_not_used(
         seen.append(os.path.realpath(target))
         return store.sources.fingerprint(target)
 
-    monkeypatch.setattr(pipeline, "fingerprint", fingerprint)
+    monkeypatch.setattr(pipeline.folder, "fingerprint", fingerprint)
     outcome, log = _resumed_or_refused(intact, folder, capsys, (folder / RECORD).read_bytes())
     assert outcome == "resumed" and "stage plots: started" in log, log
     assert "stage evaluate: skipped" in log  # the others were intact

@@ -41,11 +41,11 @@ from ppa_dask.app.pipeline import (
     RUN_RECORD,
     STAGE_DIRS,
     PipelineError,
-    _held_out_rows,
     load_pipeline,
     run_pipeline,
     validate_pipeline,
 )
+from ppa_dask.app.pipeline.stages import held_out_rows
 
 ROOT = str(paths.ROOT)
 PIPELINES = os.path.join(ROOT, "pipelines")
@@ -351,9 +351,9 @@ def test_nonfinite_error_policy_names_the_rows(gappy_store, tmp_path):
 
 def test_held_out_split_is_seeded_and_independent_of_chunks():
     n = 10_000
-    one = da.arange(n, chunks=n).map_blocks(_held_out_rows, 7, 0.3, dtype=bool).compute()
-    many = da.arange(n, chunks=777).map_blocks(_held_out_rows, 7, 0.3, dtype=bool).compute()
-    other = da.arange(n, chunks=n).map_blocks(_held_out_rows, 8, 0.3, dtype=bool).compute()
+    one = da.arange(n, chunks=n).map_blocks(held_out_rows, 7, 0.3, dtype=bool).compute()
+    many = da.arange(n, chunks=777).map_blocks(held_out_rows, 7, 0.3, dtype=bool).compute()
+    other = da.arange(n, chunks=n).map_blocks(held_out_rows, 8, 0.3, dtype=bool).compute()
     assert np.array_equal(one, many)
     assert abs(one.mean() - 0.3) < 0.02
     assert not np.array_equal(one, other)

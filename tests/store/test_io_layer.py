@@ -28,7 +28,7 @@ SUFFIX = re.compile(r"\S*\.(?:" + "|".join(SUFFIXES) + r")\b", re.IGNORECASE)
 ALLOWED = {
     # the evaluation tables, written as CSV for spreadsheets beside their Markdown (reports.py)
     ("app/reports.py", ".csv"),
-    ("app/pipeline.py", ".csv"),
+    ("app/pipeline/stages.py", ".csv"),
     ("app/demo.py", "05-evaluate/reconstruction_error.csv"),
     ("app/demo.py", "reconstruction_error.csv"),
     ("app/cli.py", "(DIR/reconstruction_error.csv"),

@@ -1,0 +1,231 @@
+"""A pipeline run: the stages of :data:`~ppa_dask.app.pipeline.stages.STAGE_ORDER`, in order, in
+one run folder, each skipped when complete for the same configuration and inputs.
+
+:class:`Run` claims the folder (:class:`~ppa_dask.app.pipeline.folder.RunFolder`), keys each
+stage (the SHA-256 of its configuration sections, of the keys of the stages it reads from and of
+the fingerprints of its external inputs), skips a stage whose marker has that key and whose
+outputs are unchanged, and reruns it from an empty folder otherwise; :func:`run_pipeline` is the
+library's one call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ppa_dask.app.pipeline.checks import check_pipeline_data
+from ppa_dask.app.pipeline.folder import RunFolder, now, read_marker, sha256, write_json
+from ppa_dask.app.pipeline.schema import FORMAT_VERSION, load_pipeline, validate_pipeline
+from ppa_dask.app.pipeline.stages import STAGE_DIRS, STAGE_ORDER, STAGES
+from ppa_dask.utils.files import write_text_atomic
+from ppa_dask.utils.progress import Reporter
+from ppa_dask.utils.version import VERSION
+
+__all__ = ["Run", "run_pipeline"]
+
+
+class Run:
+    """One execution of a validated pipeline configuration in a run folder.
+
+    Parameters
+    ----------
+    config : dict
+        From :func:`~ppa_dask.app.pipeline.schema.validate_pipeline`.
+    output : str, optional
+        The run folder (default: the configuration's ``output``).
+    stream : file, optional
+        Where log lines go (default: stdout); also appended to ``pipeline.log``.
+    force : bool, default=False
+        Rerun every stage.
+    clock : float, optional
+        The ``time.perf_counter()`` value the log's times count from.
+    """
+
+    def __init__(self, config, output=None, stream=None, force=False, clock=None):
+        self.config = config
+        self.clock = clock  # perf_counter() value the log's times count from
+        self.root = os.path.abspath(output or config["output"])
+        self.folder = RunFolder(self.root, STAGE_DIRS.values())
+        self.stream = sys.stdout if stream is None else stream
+        self.force = force
+        self.keys = {}  # stage -> key of its (current) completion marker
+        self.times = {}
+        self.skipped = []
+        self.log = None
+        self.data_warnings = None  # check_pipeline_data's, once checked
+
+    @property
+    def record(self):
+        """The run folder's record (``RUN_RECORD``), once claimed."""
+        return self.folder.record
+
+    def dir(self, stage):
+        return os.path.join(self.root, STAGE_DIRS[stage])
+
+    def path(self, stage, name):
+        return os.path.join(self.dir(stage), name)
+
+    # -- orchestration ---------------------------------------------------------------------
+
+    def check_data(self, where="pipeline"):
+        """:func:`~ppa_dask.app.pipeline.checks.check_pipeline_data` for this run, once (before
+        its folder is created); returns the warnings, which :meth:`execute` writes to the log."""
+        if self.data_warnings is None:
+            self.data_warnings = check_pipeline_data(self.config, where)
+        return self.data_warnings
+
+    def check_folder(self):
+        """Refuse an output that cannot become this run's folder, before any work starts
+        (:meth:`RunFolder.check`); :meth:`execute` checks again, under the folder's lock."""
+        self.folder.check()
+
+    def execute(self):
+        """Run every stage in order (skipping those complete); returns the run folder."""
+        warnings = self.check_data()
+        note = self.folder.claim(self.config)
+        try:
+            self.log = Reporter(self.stream, os.path.join(self.root, "pipeline.log"), self.clock)
+            t_start = time.perf_counter()
+            self.log(f"pipeline {self.config['name']!r}: run folder {self.root}")
+            if note:
+                self.log(f"  note: {note}")
+            for warning in warnings:
+                self.log(f"  warning: {warning}")
+            _write_yaml(os.path.join(self.root, "pipeline.yaml"), self.config)
+            for stage in STAGE_ORDER:
+                self._stage(stage)
+            self._summary()
+            self.log(
+                f"pipeline {self.config['name']!r}: done in "
+                f"{time.perf_counter() - t_start:.1f} s "
+                f"({len(self.skipped)} of {len(STAGES)} stages already complete)"
+            )
+        finally:
+            self.folder.release()
+        return self.root
+
+    def _stage_key(self, stage, external):
+        return sha256(
+            {
+                "format": FORMAT_VERSION,
+                "ppa_dask": VERSION,
+                "stage": stage.name,
+                "config": {name: self.config.get(name) for name in stage.config},
+                "upstream": {name: self.keys[name] for name in stage.inputs},
+                "inputs": external,
+            }
+        )
+
+    def _stage(self, stage):
+        """Run ``stage`` (a :class:`~ppa_dask.app.pipeline.stages.Stage`) unless complete."""
+        name, folder = stage.name, STAGE_DIRS[stage.name]
+        external = stage.external_inputs(self.config)
+        key = self._stage_key(stage, external)
+        marker = self.folder.complete(folder, key) if not self.force else None
+        if marker is not None:
+            self.keys[name] = key
+            self.times[name] = 0.0
+            self.skipped.append(name)
+            self.log(
+                f"stage {name}: skipped (complete for this configuration and inputs, "
+                f"took {marker.get('wall_time_s', 0):.1f} s)"
+            )
+            return
+        previous = read_marker(self.dir(name))
+        why = (
+            "forced"
+            if self.force
+            else "not run before"
+            if previous is None
+            else "configuration, inputs or outputs changed"
+            if previous.get("key") != key
+            else "outputs changed"
+        )
+        self.log(f"stage {name}: started ({why})")
+        # a stale or partial folder is removed first (only one the run record lists)
+        self.folder.empty_stage(folder)
+        t0 = time.perf_counter()
+        outputs, info = stage.run(self)
+        wall = time.perf_counter() - t0
+        record = {
+            "stage": name,
+            "key": key,
+            "format": FORMAT_VERSION,
+            "config": {section: self.config.get(section) for section in stage.config},
+            "upstream": {upstream: self.keys[upstream] for upstream in stage.inputs},
+            "inputs": external,
+            "outputs": self.folder.fingerprints(folder, outputs),
+            "info": info,
+            "wall_time_s": round(wall, 3),
+            "finished": now(),
+        }
+        self.folder.write_marker(folder, record)
+        self.keys[name] = key
+        self.times[name] = wall
+        self.log(f"stage {name}: done in {wall:.1f} s")
+
+    def _summary(self):
+        summary = {
+            "pipeline": self.config["name"],
+            "run": self.root,
+            "stages": {},
+            "versions": _versions(),
+        }
+        for stage in STAGES:
+            marker = read_marker(self.dir(stage)) or {}
+            summary["stages"][stage] = {
+                "folder": STAGE_DIRS[stage],
+                "skipped_this_run": stage in self.skipped,
+                "wall_time_s": marker.get("wall_time_s"),
+                "outputs": sorted(marker.get("outputs", {})),
+                "info": marker.get("info"),
+            }
+        write_json(os.path.join(self.root, "summary.json"), summary)
+
+
+def _versions():
+    import platform
+
+    out = {"python": platform.python_version()}
+    for name in ("ppa_dask", "numpy", "dask", "distributed", "zarr", "xarray"):
+        try:
+            out[name] = getattr(__import__(name), "VERSION", "?")
+        except Exception:  # pragma: no cover
+            out[name] = None
+    return out
+
+
+def _write_yaml(path, config):
+    import yaml
+
+    write_text_atomic(path, yaml.safe_dump(config, sort_keys=False))
+
+
+def run_pipeline(config, output=None, stream=None, force=False):
+    """Run a pipeline (a file path or a validated configuration) in its run folder.
+
+    Stages already complete for the same configuration and inputs are skipped (see the module
+    docstring). Dask computations run on the current Client, if any.
+
+    Parameters
+    ----------
+    config : str, os.PathLike or dict
+        A pipeline file or a configuration mapping (validated first either way).
+    output : str, optional
+        Run folder (default: the configuration's ``output``).
+    stream : file, optional
+        Where log lines go (default: stdout); they are also appended to ``pipeline.log``.
+    force : bool, default=False
+        Rerun every stage.
+
+    Returns
+    -------
+    root : str
+        The run folder.
+    """
+    if isinstance(config, (str, os.PathLike)):
+        config = load_pipeline(config)
+    else:
+        config = validate_pipeline(config)
+    return Run(config, output=output, stream=stream, force=force).execute()
