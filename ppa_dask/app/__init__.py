@@ -1,10 +1,7 @@
-"""The application: the ``ppa-dask`` command, clusters, batch pipelines, the paper's experiments
-and figures.
+"""The application: the ``ppa-dask`` command, clusters, batch pipelines, the benchmark, the
+papers' experiments and figures.
 
-:mod:`.cli` (the command), :mod:`.cluster` (LocalCluster, cluster files, progress on the
-client), :mod:`.pipeline` (YAML pipelines with stages and resume markers), :mod:`.demo` (the
-main job, ``ppa-dask demo``, as generated pipelines), :mod:`.experiments` (the PPA paper's
-section 5 tasks), :mod:`.baseline` (the PCA baseline every comparison uses),
-:mod:`.plotting` (principal curves and surfaces) and :mod:`.reports` (the helpers of the
-scripts under ``pipelines/``).
+Each module is one concept of the application, listed with one line in the module map of
+docs/guide/layout.md (the one list of the package's modules, checked by
+tests/docs/test_module_map.py).
 """
