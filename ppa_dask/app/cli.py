@@ -53,7 +53,6 @@ from ppa_dask.app.cluster import (
     DEFAULT_WORKER_TIMEOUT,
     check_seconds,
     command_session,
-    read_cluster_config,
     step_reporter,
 )
 from ppa_dask.app.demo import (
@@ -64,10 +63,11 @@ from ppa_dask.app.demo import (
     CUBE_DEMO_PIXELS,
     DEMO_OUTPUT,
 )
-from ppa_dask.app.pipeline import Run, load_pipeline, too_many_components
+from ppa_dask.app.pipeline import prepare_run, too_many_components
 from ppa_dask.ppa.estimator import PARAMETER_CONSTRAINTS, PPA
 from ppa_dask.store.results import is_remote, local_path
 from ppa_dask.store.stacker import NAN_POLICIES
+from ppa_dask.utils.files import check_writable
 from ppa_dask.utils.params import parse_degree_text
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.signals import EXIT_STATUS, Terminated, raising_signals
@@ -339,33 +339,39 @@ def _add_run(subparsers):
 
 
 def run_run(args, stream=None):
-    """The ``run`` command; returns the exit code."""
+    """The ``run`` command; returns the exit code.
+
+    One entry checks everything before anything runs (:func:`ppa_dask.app.pipeline.prepare_run`:
+    the file, its cluster file, the data's metadata, the run folder); then the run executes in
+    the session the options ask for.
+    """
     stream = sys.stdout if stream is None else stream
 
-    config = load_pipeline(args.pipeline)
-    cluster_file = None if (args.cluster or args.scheduler) else config.get("cluster")
-    if (args.cluster or cluster_file) and args.cluster != placement.LOCAL_CLUSTER:
-        read_cluster_config(args.cluster or cluster_file)  # validated before anything runs
-    run = Run(config, output=args.output, stream=stream, force=args.force)
-    # sizes, degrees, folds and components against the data's metadata, before anything runs
-    warnings = run.check_data(where=args.pipeline)
+    run = prepare_run(
+        args.pipeline,
+        output=args.output,
+        force=args.force,
+        stream=stream,
+        cluster=args.cluster,
+        scheduler=args.scheduler,
+        check_only=args.check,
+    )
     if args.check:
         import yaml
 
-        print(yaml.safe_dump(config, sort_keys=False), end="", file=stream)
-        for warning in warnings:
+        print(yaml.safe_dump(run.config, sort_keys=False), end="", file=stream)
+        for warning in run.data_warnings:
             print(f"{args.pipeline}: warning: {warning}", file=stream)
         print(f"{args.pipeline}: valid", file=stream)
         return 0
-    _check_output_folder(args.output or config.get("output"), "--output")
     _check_report(args)
     progress = Reporter(stream)
     run.clock = progress.start
-    run.check_folder()  # a folder that is not ours is refused before a cluster starts
     args.run = run  # a fault's line names the stages it kept (faults.fault_line)
-    _say_where(args, progress, *placement.pipeline_data_nbytes(config["data"]), cluster_file)
+    nbytes, what = placement.pipeline_data_nbytes(run.config["data"])
+    _say_where(args, progress, nbytes, what, run.cluster_file)
     progress.say(f"ppa-dask run {args.pipeline}")
-    with command_session(args, progress, cluster_file=cluster_file):
+    with command_session(args, progress, cluster_file=run.cluster_file):
         root = run.execute()
     progress.say(f"results in {root}")
     return 0
@@ -428,22 +434,11 @@ def _add_input_options(p):
 
 
 def _check_writable(path, what):
-    """Refuse a local ``path`` whose nearest existing folder cannot be written (the commands
-    create missing parent folders): a probe folder is made there and removed again."""
-    import tempfile
-
-    folder = os.path.dirname(os.path.abspath(path))
-    while not os.path.isdir(folder):
-        if os.path.lexists(folder):
-            raise CommandError(f"{what} {path!r}: {folder!r} exists and is not a folder")
-        folder = os.path.dirname(folder)
+    """:func:`ppa_dask.utils.files.check_writable`, refusing as a command does."""
     try:
-        os.rmdir(tempfile.mkdtemp(prefix=".ppa-dask-probe-", dir=folder))
-    except OSError as exc:
-        raise CommandError(
-            f"{what} {path!r} cannot be written: cannot create anything in {folder!r} "
-            f"({exc.strerror or exc})"
-        ) from None
+        check_writable(path, what)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _same_or_nested(a, b):

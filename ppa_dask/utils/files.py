@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import uuid
 
 __all__ = [
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
     "JSONFileError",
+    "check_writable",
     "parse_json",
     "read_json_file",
     "remove_path",
@@ -172,3 +174,27 @@ def read_json_file(path, max_bytes=MAX_JSON_BYTES, max_depth=MAX_JSON_DEPTH):
             raise JSONFileError(path, f"larger than the {max_bytes} bytes a JSON record may hold")
         data = f.read(max_bytes + 1)  # (a file growing meanwhile is still bounded)
     return parse_json(data, path, max_bytes, max_depth)
+
+
+def check_writable(path, what):
+    """Refuse a local ``path`` whose nearest existing folder cannot be written (the commands
+    create missing parent folders): a probe folder is made there and removed again.
+
+    ``what`` names the path in the refusal (``"--output"``, ``"MODEL"``): a ``ValueError``
+    such as ``--output 'out/run' cannot be written: cannot create anything in '/data' (...)``.
+
+    >>> import tempfile
+    >>> check_writable(os.path.join(tempfile.mkdtemp(), "new", "run"), "--output")
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(folder):
+        if os.path.lexists(folder):
+            raise ValueError(f"{what} {path!r}: {folder!r} exists and is not a folder")
+        folder = os.path.dirname(folder)
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".ppa-dask-probe-", dir=folder))
+    except OSError as exc:
+        raise ValueError(
+            f"{what} {path!r} cannot be written: cannot create anything in {folder!r} "
+            f"({exc.strerror or exc})"
+        ) from None

@@ -120,7 +120,7 @@ from ppa_dask.app.pipeline.error_tables import (
     write_error_markdown,
 )
 from ppa_dask.app.pipeline.folder import MARKER, RUN_LOCK, RUN_RECORD, RunFolder, fingerprint
-from ppa_dask.app.pipeline.run import Run, run_pipeline
+from ppa_dask.app.pipeline.run import Run, prepare_run, run_pipeline
 from ppa_dask.app.pipeline.schema import (
     DEFAULT_CHUNK_ROWS,
     FORMAT_VERSION,
@@ -162,6 +162,7 @@ __all__ = [
     "format_error_table",
     "load_pipeline",
     "pca_reconstruction_errors",
+    "prepare_run",
     "run_pipeline",
     "too_many_components",
     "validate_pipeline",

@@ -21,7 +21,7 @@ import socket
 
 from ppa_dask.app.pipeline.schema import FORMAT_VERSION, PipelineError
 from ppa_dask.store.sources import fingerprint
-from ppa_dask.utils.files import read_json_file, remove_path, write_json_atomic
+from ppa_dask.utils.files import check_writable, read_json_file, remove_path, write_json_atomic
 from ppa_dask.utils.version import VERSION
 
 __all__ = [
@@ -233,11 +233,20 @@ class RunFolder:
     def lock(self):
         return os.path.join(self.root, RUN_LOCK)
 
-    def check(self):
+    def check(self, option=None, given=None):
         """Refuse an output that cannot become a run folder, before any work starts (a file,
         or a folder that is not empty and holds no run record of the library's).
-        :meth:`claim` checks again, under the folder's lock."""
+        :meth:`claim` checks again, under the folder's lock.
+
+        With ``option`` (the command-line option naming the folder, ``--output``) and ``given``
+        (the path as the command was given it), a file or a folder nothing can be written in
+        is refused in the command's words (``--output 'x' exists and is not a folder``).
+        """
         root = self.root
+        if option is not None:
+            if os.path.lexists(given) and not os.path.isdir(given):
+                raise PipelineError(f"{option} {given!r} exists and is not a folder")
+            check_writable(os.path.join(given, "x") if os.path.isdir(given) else given, option)
         if os.path.lexists(root) and not os.path.isdir(root):
             raise PipelineError(f"output {root!r} exists and is not a folder")
         if (

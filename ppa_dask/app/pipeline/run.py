@@ -14,15 +14,17 @@ import os
 import sys
 import time
 
+from ppa_dask.app.cluster import read_cluster_config
 from ppa_dask.app.pipeline.checks import check_pipeline_data
 from ppa_dask.app.pipeline.folder import RunFolder, now, read_marker, sha256, write_json
 from ppa_dask.app.pipeline.schema import FORMAT_VERSION, load_pipeline, validate_pipeline
 from ppa_dask.app.pipeline.stages import STAGE_DIRS, STAGE_ORDER, STAGES
+from ppa_dask.app.placement import LOCAL_CLUSTER
 from ppa_dask.utils.files import write_text_atomic
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.version import VERSION
 
-__all__ = ["Run", "run_pipeline"]
+__all__ = ["Run", "prepare_run", "run_pipeline"]
 
 
 class Run:
@@ -54,6 +56,7 @@ class Run:
         self.skipped = []
         self.log = None
         self.data_warnings = None  # check_pipeline_data's, once checked
+        self.cluster_file = None  # the configuration's cluster file, when the run uses it
 
     @property
     def record(self):
@@ -75,10 +78,11 @@ class Run:
             self.data_warnings = check_pipeline_data(self.config, where)
         return self.data_warnings
 
-    def check_folder(self):
+    def check_folder(self, option=None, given=None):
         """Refuse an output that cannot become this run's folder, before any work starts
-        (:meth:`RunFolder.check`); :meth:`execute` checks again, under the folder's lock."""
-        self.folder.check()
+        (:meth:`RunFolder.check`; ``option`` and ``given``: the command's words for it);
+        :meth:`execute` checks again, under the folder's lock."""
+        self.folder.check(option, given)
 
     def execute(self):
         """Run every stage in order (skipping those complete); returns the run folder."""
@@ -229,3 +233,68 @@ def run_pipeline(config, output=None, stream=None, force=False):
     else:
         config = validate_pipeline(config)
     return Run(config, output=output, stream=stream, force=force).execute()
+
+
+def prepare_run(
+    path, output=None, force=False, stream=None, cluster=None, scheduler=None, check_only=False
+):
+    """The entry of ``ppa-dask run``: every check of a run, each once, before anything runs.
+
+    In order: the pipeline file is read strictly and validated (:func:`load_pipeline`); its
+    cluster file (``cluster:``, used unless the command names a cluster or a scheduler, and
+    the command's ``--cluster`` file) is read and validated; the configuration is checked
+    against its data's metadata (:func:`~ppa_dask.app.pipeline.checks.check_pipeline_data`,
+    its warnings kept as ``data_warnings``); and, unless ``check_only``, the run folder: a
+    file, a folder nothing can be written in, or a non-empty folder that is not a run folder
+    of the library's is refused, naming ``--output`` (:meth:`RunFolder.check`).
+
+    Parameters
+    ----------
+    path : str
+        The pipeline file.
+    output : str, optional
+        The run folder (``--output``; default: the file's ``output``).
+    force : bool, default=False
+        Rerun every stage.
+    stream : file, optional
+        Where the run's log lines go.
+    cluster, scheduler : str, optional
+        The command's ``--cluster`` and ``--scheduler``.
+    check_only : bool, default=False
+        ``--check``: the run folder is not looked at.
+
+    Returns
+    -------
+    Run
+        Ready to :meth:`Run.execute`; ``cluster_file`` is the configuration's cluster file
+        when the run uses it (else None).
+
+    Raises
+    ------
+    ValueError
+        :class:`~ppa_dask.app.pipeline.schema.PipelineError`, the cluster file's
+        ``ClusterConfigError`` or the folder's refusal: one sentence naming what is wrong.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> (folder / "p.yaml").write_text("{name: p, data: {source: dataset, name: vehicles}}")
+    50
+    >>> run = prepare_run(str(folder / "p.yaml"), output=str(folder / "run"))
+    >>> run.config["model"]["cv"], run.cluster_file, run.data_warnings
+    (2, None, [])
+    """
+    config = load_pipeline(path)
+    cluster_file = None if (cluster or scheduler) else config.get("cluster")
+    if (cluster or cluster_file) and cluster != LOCAL_CLUSTER:
+        read_cluster_config(cluster or cluster_file)  # validated before anything runs
+    run = Run(config, output=output, stream=stream, force=force)
+    run.cluster_file = cluster_file
+    # sizes, degrees, folds and components against the data's metadata
+    run.check_data(where=path)
+    if not check_only:
+        # a folder that is not ours, or that cannot be written, is refused before a cluster
+        # starts (the command's words: --output, the path as given)
+        run.check_folder("--output", output or config.get("output"))
+    return run
