@@ -231,8 +231,8 @@ def _add_demo(subparsers):
 
 
 def run_demo(args, stream=None):
-    """The ``demo`` command: its output folder is checked before anything is generated."""
-    _check_output_folder(args.output, "--output")
+    """The ``demo`` command: :func:`ppa_dask.app.demo.run_demo`, which checks its output folder
+    before anything is generated."""
     _check_report(args)
     return demo.run_demo(args, stream)
 
@@ -468,17 +468,6 @@ def _check_new_output(path, overwrite, what, inputs=None):
     if os.path.lexists(local) and not overwrite:
         raise CommandError(f"{what} {path!r} already exists; pass --overwrite to replace it")
     _check_writable(local, what)
-
-
-def _check_output_folder(path, what):
-    """A folder that a command writes into (it may exist already: runs resume)."""
-    if path is None:
-        return
-    if not str(path).strip():
-        raise CommandError(f"{what} is an empty path; give the folder to write in")
-    if os.path.lexists(path) and not os.path.isdir(path):
-        raise CommandError(f"{what} {path!r} exists and is not a folder")
-    _check_writable(os.path.join(path, "x") if os.path.isdir(path) else path, what)
 
 
 def _say_where(args, progress, nbytes, what="input", cluster_file=None):

@@ -34,7 +34,7 @@ from ppa_dask.app.pipeline import (
     write_error_markdown,
 )
 from ppa_dask.ppa import fused
-from ppa_dask.utils.files import write_json_atomic
+from ppa_dask.utils.files import check_writable, write_json_atomic
 from ppa_dask.utils.progress import Reporter
 
 __all__ = [
@@ -182,10 +182,19 @@ def _checked_cube_demo_config(args):
 
 
 def _checked_outdir(args, default):
-    outdir = os.path.abspath(args.output or default)
-    if os.path.lexists(outdir) and not os.path.isdir(outdir):
-        raise DemoError(f"--output {args.output!r} exists and is not a directory")
-    return outdir
+    """The demo's output folder (``--output``, else ``default``), checked once before anything
+    is generated: not an empty path, not a file, and writable (it may exist: runs resume)."""
+    given = args.output
+    if given is not None:
+        if not str(given).strip():
+            raise DemoError("--output is an empty path; give the folder to write in")
+        if os.path.lexists(given) and not os.path.isdir(given):
+            raise DemoError(f"--output {given!r} exists and is not a folder")
+        try:
+            check_writable(os.path.join(given, "x") if os.path.isdir(given) else given, "--output")
+        except ValueError as exc:
+            raise DemoError(str(exc)) from None
+    return os.path.abspath(given or default)
 
 
 @contextlib.contextmanager
@@ -220,13 +229,13 @@ def run_demo(args, stream=None):
     stream = sys.stdout if stream is None else stream
     if args.cube:
         return run_cube_demo(args, stream)
+    outdir = _checked_outdir(args, DEMO_OUTPUT)
     n, d, seed = args.n_samples, args.n_features, args.seed
     chunk_rows = min(args.chunk_rows, n)
     if d < 4:
         raise DemoError(f"--n-features must be >= 4 for the curved data set, got {d}")
     # checked before anything runs: a bad cube option must not cost the table part first
     cube_config = None if args.no_cube else _checked_cube_demo_config(args)
-    outdir = _checked_outdir(args, DEMO_OUTPUT)
     table_config = table_demo_config(outdir, n, d, seed, chunk_rows)
     cube_dir = None if cube_config is None else os.path.join(outdir, CUBE_DEMO_SUBDIR)
 
@@ -452,8 +461,8 @@ def run_cube_demo(args, stream=None):
     """``demo --cube``: only the cube part, with ``--output`` itself as its run folder, on its
     own cluster session; returns the exit code."""
     stream = sys.stdout if stream is None else stream
-    config = _checked_cube_demo_config(args)
     outdir = _checked_outdir(args, CUBE_DEMO_OUTPUT)
+    config = _checked_cube_demo_config(args)
     progress = Reporter(stream)
     progress.say(f"ppa-dask demo --cube: {_cube_demo_size(args)}, output={outdir}")
     with _scratch_session(args, progress, outdir):

@@ -13,7 +13,7 @@ import dask
 import pytest
 import yaml
 
-from ppa_dask.app import cli
+from ppa_dask.app import cli, demo
 from ppa_dask.app.cli import main
 from ppa_dask.app.pipeline import folder as run_folder
 from ppa_dask.app.pipeline import run as pipeline_run
@@ -102,3 +102,23 @@ def test_a_bad_pipeline_file_is_refused_before_its_cluster_file_is_read(tmp_path
     with pytest.raises(schema.PipelineError, match="seed: expected an integer >= 0"):
         pipeline_run.prepare_run(path)
     assert reads == []
+
+
+@pytest.mark.parametrize("part", [[], ["--cube"], ["--no-cube"]])
+def test_the_demo_checks_its_output_folder_first_and_once(tmp_path, monkeypatch, capsys, part):
+    # demo.run_demo is the command's one entry: the folder is refused (in the words the CLI has
+    # always used) before the other options, and before a cluster starts
+    out = tmp_path / "out"
+    out.write_text("a file")
+    probes = _counting(monkeypatch, demo, "check_writable")
+    sessions = _counting(monkeypatch, demo, "command_session")
+    assert main(["demo", "--output", str(out), "--n-features", "2", *part]) == 2
+    assert f"--output '{out}' exists and is not a folder" in capsys.readouterr().err
+    assert probes == [] and sessions == [] and out.read_text() == "a file"
+    out.unlink()
+    with pytest.raises(demo.DemoError, match="--n-features must be >= 4"):
+        main_args = cli.build_parser().parse_args(
+            ["demo", "--output", str(out), "--n-features", "2"]
+        )
+        demo.run_demo(main_args)
+    assert len(probes) == 1  # the folder checked once (writable), then the option refused
