@@ -9,7 +9,7 @@ interrupted write never look complete:
 
 1. a completion marker: the array is created with ``attrs["ppa_dask"]["complete"] = False`` and
    the flag is set to ``True`` only after every chunk is stored; :func:`open_array` and
-   :func:`open_input` refuse an array whose flag is ``False``;
+   :func:`~ppa_dask.store.open_input` refuse an array whose flag is ``False``;
 2. on a local file system, the array is written to a hidden temporary sibling and renamed into
    place after the marker is set, so the target path only ever holds a complete array. Object
    stores (fsspec URLs such as ``s3://``) have no rename: there the marker alone guards.
@@ -575,7 +575,8 @@ def open_array(path, storage_options=None):
     """Open a result written by :func:`write_array` as a Dask array with the store's chunks.
 
     Raises ValueError for an incomplete write (interrupted job) or for an array that was not
-    written by :func:`write_array` (use :func:`open_input` for arbitrary Zarr arrays).
+    written by :func:`write_array` (use :func:`~ppa_dask.store.open_input` for arbitrary Zarr
+    arrays).
     """
     import dask.array as da
     import zarr
