@@ -63,12 +63,12 @@ from ppa_dask.app.demo import (
     CUBE_DEMO_PIXELS,
     DEMO_OUTPUT,
 )
-from ppa_dask.app.pipeline import prepare_run, too_many_components
+from ppa_dask.app.pipeline import prepare_run
 from ppa_dask.ppa.estimator import PARAMETER_CONSTRAINTS, PPA
 from ppa_dask.store.results import is_remote, local_path
 from ppa_dask.store.stacker import NAN_POLICIES
 from ppa_dask.utils.files import check_writable
-from ppa_dask.utils.params import parse_degree_text
+from ppa_dask.utils.params import parse_degree_text, too_many_components
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.signals import EXIT_STATUS, Terminated, raising_signals
 from ppa_dask.utils.version import VERSION

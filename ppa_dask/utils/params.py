@@ -43,6 +43,7 @@ __all__ = [
     "is_int",
     "is_real",
     "parse_degree_text",
+    "too_many_components",
     "unknown_key",
 ]
 
@@ -409,3 +410,19 @@ def candidate_degrees(degree, limit=None):
     if candidates[0] < 1:
         raise ValueError(f"degree must be >= 1, got {degree!r}")
     return candidates
+
+
+def too_many_components(key, wanted, available, model):
+    """The refusal of more components than a model has, or None: one sentence for the CLI's
+    ``--components`` and the pipeline's ``transform.components`` (``key``), naming the model.
+
+    Examples
+    --------
+    >>> too_many_components("--components", 99, 6, "MODEL 'm.zarr'")
+    "--components 99: MODEL 'm.zarr' has 6 components"
+    >>> too_many_components("--components", 3, 6, "MODEL 'm.zarr'") is None
+    True
+    """
+    if wanted is None or wanted <= available:
+        return None
+    return f"{key} {wanted}: {model} has {available} components"

@@ -16,6 +16,7 @@ import numpy as np
 from ppa_dask import datasets, store
 from ppa_dask.app.pipeline.schema import DEFAULT_CHUNK_ROWS, PipelineError, dims_of
 from ppa_dask.ppa.estimator import PPA
+from ppa_dask.utils.params import too_many_components
 
 __all__ = [
     "FEW_CHUNKS",
@@ -37,22 +38,6 @@ MANY_CHUNKS = 10**5
 #: The generators' peak memory as a multiple of the array they return (their temporaries;
 #: measured 2.3-2.9 for make_curved_manifold and make_helix with 6 and 60 features).
 GENERATOR_MEMORY_FACTOR = 3
-
-
-def too_many_components(key, wanted, available, model):
-    """The refusal of more components than a model has, or None: one sentence for the CLI's
-    ``--components`` and the pipeline's ``transform.components``.
-
-    Examples
-    --------
-    >>> too_many_components("--components", 99, 6, "MODEL 'm.zarr'")
-    "--components 99: MODEL 'm.zarr' has 6 components"
-    >>> too_many_components("--components", 3, 6, "MODEL 'm.zarr'") is None
-    True
-    """
-    if wanted is None or wanted <= available:
-        return None
-    return f"{key} {wanted}: {model} has {available} components"
 
 
 def _planned_data(config):

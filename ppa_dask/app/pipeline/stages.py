@@ -19,7 +19,6 @@ import numpy as np
 from ppa_dask import datasets, store
 from ppa_dask.app.baseline import pca_reconstruction_errors
 from ppa_dask.app.cluster import compute_with_progress, step_reporter
-from ppa_dask.app.pipeline.checks import too_many_components
 from ppa_dask.app.pipeline.error_tables import (
     error_rows,
     format_error_table,
@@ -40,6 +39,7 @@ from ppa_dask.ppa.kernels import row_hash
 from ppa_dask.store.feature_dims import FEATURE_DIM_SEP, merge_feature_dims, split_feature_dims
 from ppa_dask.store.stacker import fill_warning
 from ppa_dask.utils.files import read_json_file
+from ppa_dask.utils.params import too_many_components
 from ppa_dask.utils.seeds import child_seed
 from ppa_dask.utils.version import VERSION
 from ppa_dask.utils.warnings import NoDataWarning, warn
