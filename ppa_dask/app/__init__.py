@@ -3,5 +3,5 @@ papers' experiments and figures.
 
 Each module is one concept of the application, listed with one line in the module map of
 docs/guide/layout.md (the one list of the package's modules, checked by
-tests/docs/test_module_map.py).
+tests/test_architecture.py).
 """
