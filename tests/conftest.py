@@ -12,6 +12,14 @@ from system_programs import (  # noqa: F401
 from threadpoolctl import threadpool_limits
 
 
+def pytest_collection_modifyitems(config, items):
+    # a test that starts a cluster (or submits to SLURM) is slow as well, so that
+    # `-m "not slow"` leaves out every cluster without each test saying both
+    for item in items:
+        if item.get_closest_marker("cluster") or item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_blas_thread():
     # block-sized BLAS calls are many times slower multithreaded on this 2-core machine

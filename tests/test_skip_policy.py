@@ -9,6 +9,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+# runs pytest in child processes
+pytestmark = pytest.mark.slow
+
+
 TESTS = Path(__file__).resolve().parent
 
 SUITE = """

@@ -36,6 +36,7 @@ def full_tiny(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("bench"))
 
 
+@pytest.mark.cluster
 def test_every_row_is_present_with_its_baseline(full_tiny):
     out, result = full_tiny
     rows = {r["id"]: r for r in result["rows"]}
@@ -100,6 +101,7 @@ def _assert_table_is_the_rows(text, rows):
         assert line["passes"] == ("-" if r["passes"] is None else str(r["passes"])), r["id"]
 
 
+@pytest.mark.cluster
 def test_bench_md_read_back_is_the_table_of_bench_json(full_tiny):
     out, result = full_tiny
     _assert_table_is_the_rows((out / "bench.md").read_text(), result["rows"])
@@ -193,6 +195,7 @@ def test_the_memory_section_judges_the_times_it_is_given(monkeypatch):
     assert rows["transform_memory"]["met"] is False
 
 
+@pytest.mark.cluster
 def test_anchors_that_are_not_installed_say_so(tmp_path, monkeypatch):
     # a None entry in sys.modules makes the import fail as if the package were absent
     monkeypatch.setitem(sys.modules, "xeofs", None)

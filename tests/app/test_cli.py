@@ -94,6 +94,7 @@ def _table(out):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_demo_exit_code_and_files(demo_run):
     assert demo_run["code"] == 0
     out = demo_run["out"]
@@ -218,6 +219,7 @@ def test_demo_table_matches_an_independent_fit(demo_run):
     assert summary["model"]["degrees"] == [int(g) for g in model.degrees_]
 
 
+@pytest.mark.slow
 def test_demo_reuses_matching_data(demo_run, capsys):
     assert demo_run["code"] == 0
     out = demo_run["out"]
@@ -255,6 +257,7 @@ def test_demo_reuses_matching_data(demo_run, capsys):
     assert summary["cube"]["complete"] is True
 
 
+@pytest.mark.slow
 def test_demo_no_cube_skips_the_cube_part(tmp_path, capsys):
     out = tmp_path / "demo"
     code = main(
@@ -325,6 +328,7 @@ def test_bad_arguments(args, named, tmp_path, capsys, monkeypatch):
     assert _listing(tmp_path) == []  # nothing written
 
 
+@pytest.mark.slow
 def test_bad_input_from_library_is_reported(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     # too few features for the curved generator
@@ -387,6 +391,7 @@ def _distributed_records():
         logger.removeHandler(handler)
 
 
+@pytest.mark.slow
 def test_demo_prints_nothing_from_distributed(tmp_path, capfd):
     """The demo (both parts, small) on its local cluster: no log record of distributed, no
     warning, here or in the worker processes (their stderr is this process's)."""

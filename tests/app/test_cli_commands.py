@@ -61,6 +61,7 @@ def cube(tmp_path_factory):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fit_transform_inverse_info_on_a_zarr_table(table, capsys):
     base, data, X = table
     model_path, comps, comps2, rec, rec2 = (
@@ -182,6 +183,7 @@ def test_bad_input_exits_2_with_one_line(table, capsys, argv, expected):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cube_round_trip_through_the_cli(cube, capsys):
     base, path, ds = cube
     model_path, comps, rec = (str(base / n) for n in ("m.zarr", "c.zarr", "r.zarr"))
@@ -284,6 +286,7 @@ def check_cube_demo_outputs(run_dir, bands, pixels, seed):
     assert np.isfinite(values[:, ~cloud]).all()
 
 
+@pytest.mark.slow
 def test_demo_cube_end_to_end(tmp_path, capsys):
     out_dir = tmp_path / "demo"
     argv = [

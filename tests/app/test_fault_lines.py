@@ -39,6 +39,10 @@ from processes import ONE_THREAD
 from ppa_dask import PPA, datasets
 from ppa_dask.store import save_model
 
+# kills schedulers, workers and connections of real clusters mid-fit
+pytestmark = pytest.mark.cluster
+
+
 PAGE = paths.ERRORS_PAGE
 FAULT_ROW = re.compile(
     r"^\|\s*fault\s*\|\s*`([\w-]+)`\s*\|\s*(.+?)\s*\|\s*`(.+?)`\s*\|\s*(\d+)\s*\|\s*$"

@@ -30,6 +30,9 @@ from ppa_dask.stability import feature_instability, instability
 from ppa_dask.store.encoding import encode_estimator
 from ppa_dask.store.members import MemberFileWarning
 
+# kills workers of a LocalCluster mid-fit
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture
 def client():

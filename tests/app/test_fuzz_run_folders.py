@@ -20,6 +20,10 @@ from ppa_dask import store
 from ppa_dask.app import pipeline
 from ppa_dask.app.cli import main
 
+# mutated run folders, each resumed by a pipeline run
+pytestmark = pytest.mark.slow
+
+
 PIPELINE = """pipeline: 1
 name: fuzz
 output: run

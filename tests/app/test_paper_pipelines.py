@@ -48,6 +48,10 @@ from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES  # noqa: E402
 from ppa_dask.nlpca import NLPCA  # noqa: E402
 from ppa_dask.utils.seeds import task_seed  # noqa: E402
 
+# the paper pipelines end to end
+pytestmark = pytest.mark.slow
+
+
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -296,6 +296,7 @@ def gappy_store(tmp_path_factory):
     return path, X
 
 
+@pytest.mark.slow
 def test_stage_outputs_match_independent_computations(gappy_store, tmp_path):
     from sklearn.decomposition import PCA
 
@@ -393,6 +394,7 @@ def test_pca_baseline_equals_scikit_learn_pca_with_k_components():
         np.testing.assert_allclose(errors, expected, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_generated_source_with_a_path_writes_and_reuses_the_data_set(tmp_path):
     """``data.path``: the generated samples go to that Zarr array (the same values as in the
     run folder), a rerun after a changed fit reuses them, another size rewrites them."""
@@ -422,6 +424,7 @@ def test_generated_source_path_must_be_local():
         validate_pipeline(config)
 
 
+@pytest.mark.slow
 def test_held_out_evaluation(tmp_path):
     config = _base(source="generated", n_samples=4000, n_features=5, kind="curved")
     config["preprocess"] = {"test_fraction": 0.4}
@@ -537,6 +540,7 @@ def _dead_pid():
     return proc.pid
 
 
+@pytest.mark.slow
 def test_a_lock_left_by_a_dead_run_is_taken_over_and_a_live_one_is_not(tmp_path):
     out = tmp_path / "run"
     _run(SMALL, out)
@@ -581,6 +585,7 @@ def _skipped(log):
     return [s for s in STAGE_DIRS if f"stage {s}: skipped" in log]
 
 
+@pytest.mark.slow
 def test_rerun_skips_complete_stages_and_reruns_what_changed(gappy_store, tmp_path):
     path, _ = gappy_store
     out = tmp_path / "run"
@@ -644,6 +649,7 @@ def _pipeline_file(tmp_path, name, out):
     return path
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_with_identical_output(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     killed_out, clean_out = tmp_path / "killed", tmp_path / "clean"

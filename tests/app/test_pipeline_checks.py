@@ -83,6 +83,7 @@ def test_a_generated_data_set_too_large_to_generate_here_is_refused(tmp_path, ca
     check_pipeline_data(config)
 
 
+@pytest.mark.slow
 def test_a_chunking_that_is_mostly_scheduling_is_warned_about_with_a_better_one(tmp_path, capsys):
     data = {"source": "generated", "n_samples": 60_000, "n_features": 6, "chunk_rows": 1}
     code, out, err, path = _check(tmp_path, capsys, {"data": data})
@@ -233,6 +234,7 @@ def test_check_shape_refuses_exactly_what_the_fit_refuses():
     assert 0 < refused < len(cases)
 
 
+@pytest.mark.slow
 def test_a_huge_candidate_degree_is_refused_in_bounded_memory():
     # the fewest rows whose folds leave degree + 1 training rows used to be found from labels
     # and running counts of 4 x folds x (degree + 1) rows at once: 37 s and gigabytes for a

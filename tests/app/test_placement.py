@@ -222,6 +222,7 @@ def test_pipelines_choose_by_their_data_section(tmp_path, large, clusters, capsy
     assert [c["n_workers"] for c in clusters] == [2, 1]
 
 
+@pytest.mark.cluster
 def test_the_in_process_fit_is_the_cluster_fit(small, capsys):
     """A real local cluster (worker processes) and this process fit the same model."""
     base, path, X = small

@@ -25,6 +25,10 @@ from ppa_dask.plotting import robust_limits
 from ppa_dask.store import open_cube
 from ppa_dask.store.stacker import Stacker
 
+# the command on a cluster in a child process, a tiled raster stacked
+pytestmark = pytest.mark.slow
+
+
 ROOT = str(paths.ROOT)
 SIZE, TILE = 1024, 128  # 64 tiles: enough for dask to pick P2P for the reshape's rechunk
 

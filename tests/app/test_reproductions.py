@@ -25,6 +25,10 @@ import pytest
 
 from ppa_dask.app import reproductions as rep
 
+# the saved records reproduced by their commands
+pytestmark = pytest.mark.slow
+
+
 ROOT = paths.ROOT
 RESULTS = ROOT / "results"
 PAGE = ROOT / "docs" / "reproductions.md"

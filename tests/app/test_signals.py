@@ -26,6 +26,10 @@ import zarr
 
 from ppa_dask.datasets import make_curved_manifold
 
+# signals sent to the command running in a child process
+pytestmark = pytest.mark.slow
+
+
 ROOT = str(paths.ROOT)
 DASK = os.path.join(os.path.dirname(sys.executable), "dask")
 # several passes of a few seconds on 2 workers: the signal comes while they run

@@ -11,6 +11,10 @@ import paths
 import pytest
 from processes import kill_when_printed
 
+# the stability pipelines end to end, a killed process resumed
+pytestmark = pytest.mark.slow
+
+
 PIPELINES = str(paths.PIPELINES)
 
 

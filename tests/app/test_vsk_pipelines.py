@@ -17,6 +17,10 @@ import pytest
 
 from ppa_dask.app import reports
 
+# the VSK pipelines end to end on a LocalCluster
+pytestmark = pytest.mark.cluster
+
+
 PIPELINES = str(paths.PIPELINES)
 
 

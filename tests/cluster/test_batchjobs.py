@@ -11,6 +11,10 @@ import pytest
 
 from ppa_dask.app.batchjobs import job_states, pbs_log_places
 
+# the jobqueue and Kubernetes specs of a cluster file, started for real where they can be
+pytestmark = pytest.mark.cluster
+
+
 # PBS Pro: a full Error_Path wrapped onto a continuation line (a tab), the exit status
 # capitalised; Torque: a directory as Error_Path; a joined job; one with no paths at all (what
 # SLURM's qstat wrapper prints)

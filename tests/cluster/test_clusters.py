@@ -31,6 +31,10 @@ from ppa_dask.app.cluster import (
 )
 from ppa_dask.datasets import make_curved_manifold
 
+# starts clusters of worker processes, from the library and the command
+pytestmark = pytest.mark.cluster
+
+
 ROOT = str(paths.ROOT)
 CLUSTER = os.path.join(ROOT, "cluster")
 DASK = os.path.join(os.path.dirname(sys.executable), "dask")

@@ -19,6 +19,10 @@ import zarr
 
 from ppa_dask.app.cluster import ClusterConnectError, probe_scheduler, read_cluster_config
 
+# starts schedulers (and a web server) in child processes
+pytestmark = pytest.mark.cluster
+
+
 #: Far above the few seconds each case needs (interpreter start-up on a busy machine included),
 #: far below "forever".
 HANG = 240

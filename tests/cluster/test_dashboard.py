@@ -20,6 +20,10 @@ from ppa_dask.ensemble import FeatureBaggingRegressor
 from ppa_dask.stability import feature_instability, instance_instability
 from ppa_dask.utils.events import FIT_TOPIC, step_record
 
+# starts a cluster and opens its dashboard page in a headless browser
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
 #: Bound of every HTTP request and browser run (a hung server or browser fails the test).
 TIMEOUT_S = 60
 

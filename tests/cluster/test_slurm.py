@@ -27,7 +27,8 @@ from ppa_dask import store
 from ppa_dask.app.cli import main
 from ppa_dask.datasets import make_curved_manifold
 
-pytestmark = pytest.mark.slurm
+# also a cluster: the jobs start Dask workers
+pytestmark = [pytest.mark.slurm, pytest.mark.cluster]
 
 ROOT = str(paths.ROOT)
 UP = os.path.join(ROOT, "cluster", "testing", "slurm-up.sh")

@@ -123,6 +123,7 @@ def test_corrupted_bundle_is_refused_with_a_clear_error(monkeypatch):
         ds.load_vehicles()
 
 
+@pytest.mark.slow
 def test_loaders_read_only_the_bundled_files(tmp_path):
     # An audit hook records every file opened while all the loaders run (after the package is
     # imported); apart from Python modules imported on the way, each must be a bundled file.
@@ -471,6 +472,7 @@ def test_bunch_carries_names_and_matches_the_tuple():
         assert len(b.feature_names) == X.shape[1] and len(b.files) == 1
 
 
+@pytest.mark.slow
 def test_docstring_examples_hold():
     import doctest
 

@@ -18,6 +18,10 @@ from ppa_dask.app.batchjobs import walltime_seconds
 from ppa_dask.app.cli import build_parser, main
 from ppa_dask.app.cluster import job_script, read_cluster_config
 
+# runs the batch guide's commands, clusters included
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
 ROOT = str(paths.ROOT)
 GUIDE = os.path.join(ROOT, "docs", "guide", "clusters.md")
 DRIVER = os.path.join(ROOT, "cluster", "slurm-driver.sh")

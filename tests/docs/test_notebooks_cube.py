@@ -9,6 +9,10 @@ import pytest
 from notebook_runner import execute_notebook
 from notebook_runner import outputs as _outputs
 
+# runs a notebook in a kernel
+pytestmark = pytest.mark.slow
+
+
 SMALL = "N_BANDS = 12\nNY, NX = 40, 36\nNOISE = 0.002\nSEED = 1\nOUTPUT = {output!r}\n"
 
 

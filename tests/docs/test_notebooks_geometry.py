@@ -10,6 +10,10 @@ import pytest
 from notebook_runner import execute_notebook
 from notebook_runner import outputs as _outputs
 
+# runs a notebook in a kernel
+pytestmark = pytest.mark.slow
+
+
 SMALL = "N_SAMPLES = 1500\nDEGREES = range(1, 16)\nNOISE = 0.1\nMAGIC_ROWS = 3000\nSEED = 0\n"
 
 

@@ -9,6 +9,10 @@ import pytest
 from notebook_runner import execute_notebook
 from notebook_runner import outputs as _outputs
 
+# runs a notebook in a kernel
+pytestmark = pytest.mark.slow
+
+
 SMALL = "SEED = 0\nFAST = True\nQ_GRID = [0.3, 0.6, 1.0]\nB_GRID = [1, 4, 64]\nN_INSTANCES = 8\n"
 
 

@@ -10,6 +10,10 @@ import pytest
 from notebook_runner import execute_notebook
 from notebook_runner import outputs as _outputs
 
+# runs a notebook in a kernel
+pytestmark = pytest.mark.slow
+
+
 SMALL = (
     "SEED = 1\nFAST = True\nC_GRID = [0.25, 4.0]\nGAMMA_GRID = [0.1, 1.0]\nCV = 3\n"
     "SWEEP_GAMMAS = [0.3, 3.0]\n"

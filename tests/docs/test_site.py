@@ -28,6 +28,10 @@ from PIL import Image
 
 import ppa_dask
 
+# builds the Sphinx site and looks at it in a headless browser
+pytestmark = pytest.mark.slow
+
+
 ROOT = paths.ROOT
 # the built site: CI's, or another folder named by PPA_DASK_SITE
 BUILT = Path(os.environ.get("PPA_DASK_SITE", ROOT / "docs" / "_build" / "html"))

@@ -273,6 +273,7 @@ def test_state_is_saved_as_arrays_and_numbers(parabola, tmp_path):
     assert np.array_equal(loaded.inverse_transform(Z), model.inverse_transform(Z))
 
 
+@pytest.mark.slow
 def test_saved_model_loads_in_a_process_that_imported_only_the_store(parabola, tmp_path):
     # the allow-list is filled by registration at import; ppa_dask's own import must
     # register NLPCA, or a fresh process (a Dask worker, a user's script) refuses the file

@@ -14,12 +14,14 @@ import subprocess
 import sys
 
 import paths
+import pytest
 import sklearn_checks
 
 TESTS = paths.TESTS
 MODULES = {"test_sklearn_compat": "ppa", "test_nlpca": "nlpca", "test_vsk": "vsk"}
 
 
+@pytest.mark.slow
 def test_every_estimator_passes_the_array_api_check():
     for name, folder in MODULES.items():  # the suite's estimator lists, as collected in this run
         if name not in sys.modules:  # run on its own: load the module as pytest would

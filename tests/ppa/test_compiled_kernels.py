@@ -30,6 +30,10 @@ from conftest import random_nonlinear
 from ppa_dask import PPA
 from ppa_dask.ppa import fused, kernels
 
+# fresh interpreters compiling or loading the numba kernels
+pytestmark = pytest.mark.slow
+
+
 # a child's report: the kernels' record, their signatures and numba's cache counters
 CHILD = textwrap.dedent(
     """

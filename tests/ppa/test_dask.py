@@ -55,6 +55,7 @@ def test_numpy_block_size_does_not_matter(reference):
 
 
 @pytest.mark.parametrize("n_workers, cache", [(1, "auto"), (2, "auto"), (2, "checkpoint")])
+@pytest.mark.cluster
 def test_local_cluster_gives_the_numpy_model(reference, n_workers, cache):
     from distributed import Client, LocalCluster
 
@@ -77,6 +78,7 @@ def test_local_cluster_gives_the_numpy_model(reference, n_workers, cache):
     assert_same_model(model, reference)
 
 
+@pytest.mark.cluster
 def test_a_persisted_residual_stays_where_it_was_computed():
     # each group's (residual blocks, moments) pair is one key and the next pass's group runs
     # where it lies; only the moments go to the client (which merges them), so no residual
@@ -111,6 +113,7 @@ def test_a_persisted_residual_stays_where_it_was_computed():
     assert nbytes < 16 * 1500 * 6 * 8  # far less than the 16 residual blocks
 
 
+@pytest.mark.cluster
 def test_the_source_is_read_once_and_released_after_step_one():
     # with a persisted residual the first pass's groups keep the source blocks they read,
     # step 1's pass reads them from memory, and they are released as soon as step 1's residual

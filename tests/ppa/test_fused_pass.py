@@ -210,6 +210,7 @@ def test_change_of_frame_is_exact():
         np.testing.assert_allclose(moments["zz"][fold], pzz, rtol=1e-12, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_import_and_fit_without_a_writable_numba_cache():
     """Where numba finds nowhere to write its cache (read-only install, no usable home), it
     refuses ``cache=True`` at import; the kernels then compile per process and give the same fit."""

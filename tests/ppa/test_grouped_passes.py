@@ -130,6 +130,7 @@ class GraphSizes(SchedulerPlugin):
         self.sizes.append(sum(state != "memory" for state in states))
 
 
+@pytest.mark.cluster
 def test_a_pass_on_a_cluster_submits_a_constant_times_the_workers_tasks_at_4096_chunks():
     values = np.tile(X, (2, 1))[: 4096 * 2]  # 4,096 chunks of 2 rows
     with (
@@ -155,6 +156,7 @@ def test_a_pass_on_a_cluster_submits_a_constant_times_the_workers_tasks_at_4096_
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.cluster
 def test_a_persisted_source_grouped_by_owner_gives_the_ungrouped_model_bit_for_bit():
     with (
         LocalCluster(
@@ -184,6 +186,7 @@ def test_block_groups_cover_every_block_once_in_order():
         drivers.DaskDriver(da.from_array(X, chunks=(500, -1)), groups=0)
 
 
+@pytest.mark.cluster
 def test_a_killed_workers_group_is_recomputed_with_the_same_model():
     values = np.tile(X, (4, 1))
     with local_client(
@@ -221,6 +224,7 @@ class GroupWorkers(SchedulerPlugin):
             self.where.setdefault(str(key[0]).rsplit("-", 1)[0], set()).update(workers)
 
 
+@pytest.mark.cluster
 def test_the_groups_of_a_zarr_source_spread_over_the_workers(tmp_path):
     # the groups share the Zarr array's handle; as a key of its own it drew every group to the
     # worker holding it, so one worker ran the whole fit

@@ -131,6 +131,7 @@ def assert_same_model(a, b, rtol=1e-10):
     )
 
 
+@pytest.mark.cluster
 def test_dask_and_a_local_cluster_give_the_numpy_model_and_one_warning_each():
     X = three_dates()
     reference, _ = fit_recording(PPA(random_state=0), X)

@@ -299,6 +299,7 @@ def test_dask_caches_give_the_numpy_model_with_the_counted_passes(monkeypatch, r
     assert model.n_passes_ == expected
 
 
+@pytest.mark.cluster
 def test_local_cluster_gives_the_numpy_model(reference):
     from distributed import Client
 

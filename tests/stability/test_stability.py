@@ -473,6 +473,7 @@ class TestEstimation:
         # the subset's terms are the full computation's terms at those rows
         assert np.allclose(part.terms, full.terms[part.indices], rtol=1e-9)
 
+    @pytest.mark.cluster
     def test_same_seed_same_fi_and_ii_in_process_and_on_one_or_two_workers(self):
         from distributed import Client, LocalCluster
 

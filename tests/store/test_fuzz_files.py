@@ -25,6 +25,10 @@ from ppa_dask.store.members import (
     write_member_file,
 )
 
+# hundreds of mutated model and member files
+pytestmark = pytest.mark.slow
+
+
 REASONS = {
     "missing",
     "not-a-model",

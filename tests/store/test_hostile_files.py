@@ -26,6 +26,10 @@ from ppa_dask.store import ModelFileError, load_model, save_model
 from ppa_dask.store.members import MemberStore, MemberStoreError, write_member_file
 from ppa_dask.utils.files import MAX_JSON_BYTES
 
+# hostile files read in a child process each
+pytestmark = pytest.mark.slow
+
+
 SECONDS, MEGABYTES = 10.0, 400.0
 
 

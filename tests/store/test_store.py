@@ -567,6 +567,7 @@ def test_failed_write_leaves_nothing_that_looks_complete(tmp_path):
     assert open_array(url).sum().compute() == 1000
 
 
+@pytest.mark.slow
 def test_killed_write_never_looks_complete(tmp_path):
     """The writing process dies mid-write (no cleanup runs): nothing appears at the target."""
     script = textwrap.dedent(f"""

@@ -78,6 +78,7 @@ def _kill_a_writer_mid_write(target):
     return _temporaries(folder, name)
 
 
+@pytest.mark.slow
 def test_killed_writers_temporary_is_removed_by_the_next_write(tmp_path, capsys):
     out = tmp_path / "out.zarr"
     killed = _kill_a_writer_mid_write(out)
