@@ -329,8 +329,8 @@ def _figure3(out, degrees, base_seed):
     from matplotlib.patches import Ellipse
 
     from ppa_dask import PPA
-    from ppa_dask.app.plotting import principal_grids
     from ppa_dask.datasets import make_parabolas
+    from ppa_dask.plotting import principal_grids
 
     X, y = make_parabolas(
         1000,

@@ -198,7 +198,7 @@ def main(argv=None):
 
 
 def _figure(out, dataset, model, base_seed):
-    from ppa_dask.app.plotting import principal_grids
+    from ppa_dask.plotting import principal_grids
 
     X = scaled_paper_dataset(dataset)
     pairs, triple = input_views(X.shape[1])

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -290,6 +293,31 @@ def test_documented_import_paths_keep_working(module, names):
         assert hasattr(imported, name), f"{module}.{name}"
     if hasattr(imported, "__all__"):
         assert set(names) <= set(imported.__all__) | {"__version__"}
+
+
+@pytest.mark.parametrize("module", ["ppa_dask.cluster", "ppa_dask.plotting"])
+def test_the_library_paths_import_without_the_application(module):
+    # the documented cluster and plotting helpers are real packages below the application: a
+    # fresh interpreter importing one loads nothing of ppa_dask.app, and nothing beyond what
+    # `import ppa_dask` loads but the package itself and the shared leaf
+    code = (
+        "import json, sys\n"
+        "import ppa_dask\n"
+        "before = set(sys.modules)\n"
+        f"import {module}\n"
+        "print(json.dumps([sorted(m for m in sys.modules if m.startswith('ppa_dask.app')),\n"
+        "                  sorted(m for m in set(sys.modules) - before\n"
+        "                         if m.startswith('ppa_dask'))]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    app, added = json.loads(done.stdout.splitlines()[-1])
+    assert app == []
+    assert added and all(
+        m.split(".")[:2] in (module.split("."), ["ppa_dask", "utils"]) for m in added
+    ), added
 
 
 def test_every_file_the_code_and_docs_name_exists_in_the_repository():

@@ -48,13 +48,6 @@ import numpy as np
 
 from ppa_dask import store
 from ppa_dask.app import bench, demo, faults, placement
-from ppa_dask.app.cluster import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_WORKER_TIMEOUT,
-    check_seconds,
-    command_session,
-    step_reporter,
-)
 from ppa_dask.app.demo import (
     CUBE_DEMO_BANDS,
     CUBE_DEMO_MIN_BANDS,
@@ -64,6 +57,9 @@ from ppa_dask.app.demo import (
     DEMO_OUTPUT,
 )
 from ppa_dask.app.pipeline import prepare_run
+from ppa_dask.app.session import command_session
+from ppa_dask.cluster import step_reporter
+from ppa_dask.cluster.files import DEFAULT_CONNECT_TIMEOUT, DEFAULT_WORKER_TIMEOUT, check_seconds
 from ppa_dask.ppa.estimator import PARAMETER_CONSTRAINTS, PPA
 from ppa_dask.store.results import is_remote, local_path
 from ppa_dask.store.stacker import NAN_POLICIES

@@ -22,7 +22,6 @@ import sys
 import numpy as np
 
 from ppa_dask import store
-from ppa_dask.app.cluster import command_session, dashboard_link
 from ppa_dask.app.pipeline import (
     STAGE_DIRS,
     STAGES,
@@ -33,6 +32,8 @@ from ppa_dask.app.pipeline import (
     write_error_csv,
     write_error_markdown,
 )
+from ppa_dask.app.session import command_session
+from ppa_dask.cluster import dashboard_link
 from ppa_dask.ppa import fused
 from ppa_dask.utils.files import check_writable, write_json_atomic
 from ppa_dask.utils.progress import Reporter

@@ -44,8 +44,8 @@ import warnings
 import numpy as np
 
 from ppa_dask import datasets
-from ppa_dask.app.cluster import dashboard_link, local_client
 from ppa_dask.app.reproductions import add_record_option
+from ppa_dask.cluster import dashboard_link, local_client, open_client
 from ppa_dask.datasets import PAPER_DATASETS
 from ppa_dask.utils.fanout import run_tasks
 from ppa_dask.utils.tables import pipe_table
@@ -282,6 +282,10 @@ def cluster(workers=2, scheduler=None, client=None):
     cluster of ``workers`` one-thread processes (closed on exit), or None (``workers=0``: in
     process).
 
+    The scheduler and the local cluster are :func:`ppa_dask.cluster.open_client`'s (the
+    command's opener): a scheduler is probed within its connect timeout before a Client is
+    made, so a wrong address fails in seconds with one line naming it.
+
     Examples
     --------
     >>> with cluster(workers=0) as client:
@@ -290,16 +294,13 @@ def cluster(workers=2, scheduler=None, client=None):
     """
     if client is not None:
         yield client
-    elif scheduler:
-        from distributed import Client
-
-        with Client(scheduler) as connected:
-            yield connected
-    elif workers > 0:
-        with local_client(n_workers=workers) as started:
-            yield started
-    else:
+    elif not scheduler and workers == 0:
+        # in process, Dask's configuration untouched: the tasks fan out through run_tasks,
+        # which gives them one BLAS thread itself
         yield None
+    else:
+        with open_client(scheduler=scheduler or None, n_workers=workers) as opened:
+            yield opened
 
 
 def _ship_by_value(func):

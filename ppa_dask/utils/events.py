@@ -4,7 +4,7 @@ Under a distributed Client, :meth:`ppa_dask.PPA.fit` logs a small record after e
 scheduler's event topic :data:`FIT_TOPIC` (``Client.log_event``: a round trip of a few
 milliseconds per step, next to a pass over the data); the scheduler keeps the last events of a
 topic (``distributed.admin.low-level-log-length``) and the dashboard page
-(:mod:`ppa_dask.app.dashboard`) reads them from there. Without a Client, or inside a task (the
+(:mod:`ppa_dask.cluster.dashboard`) reads them from there. Without a Client, or inside a task (the
 members of an ensemble fitted on the workers), nothing is published and nothing is spent beyond
 the check for a Client.
 """

@@ -23,7 +23,7 @@ from processes import kill_when_printed
 from sklearn.linear_model import Ridge
 
 from ppa_dask import datasets
-from ppa_dask.app.cluster import local_client
+from ppa_dask.cluster import local_client
 from ppa_dask.ensemble import FeatureBaggingPPA, FeatureBaggingRegressor, bagging
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.stability import feature_instability, instability

@@ -14,8 +14,9 @@ import zarr
 from dask.utils import format_bytes
 
 from ppa_dask import store
-from ppa_dask.app import cluster, placement
+from ppa_dask.app import placement
 from ppa_dask.app.cli import main
+from ppa_dask.cluster import client as cluster
 from ppa_dask.datasets import make_curved_manifold
 
 GIB = 2**30

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from ppa_dask.app.cli import main
-from ppa_dask.app.cluster import ClusterConfigError, read_cluster_config
+from ppa_dask.cluster import ClusterConfigError, read_cluster_config
 from ppa_dask.utils.yamlfile import DuplicateKeyError, load_yaml, read_yaml_file
 
 DOCUMENTS = [

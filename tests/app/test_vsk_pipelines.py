@@ -33,7 +33,7 @@ def _load(name):
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    from ppa_dask.app.cluster import local_client
+    from ppa_dask.cluster import local_client
 
     with local_client(
         n_workers=2,

@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from ppa_dask.app.batchjobs import job_states, pbs_log_places
+from ppa_dask.cluster.batchjobs import job_states, pbs_log_places
 
 # the jobqueue and Kubernetes specs of a cluster file, started for real where they can be
 pytestmark = pytest.mark.cluster

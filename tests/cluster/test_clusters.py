@@ -21,8 +21,7 @@ import zarr
 
 from ppa_dask import PPA, store
 from ppa_dask.app.cli import main
-from ppa_dask.app.cluster import (
-    BLAS_THREAD_VARIABLES,
+from ppa_dask.cluster import (
     ClusterConfigError,
     job_script,
     open_client,
@@ -30,6 +29,7 @@ from ppa_dask.app.cluster import (
     validate_daskcluster,
 )
 from ppa_dask.datasets import make_curved_manifold
+from ppa_dask.utils.blas import BLAS_THREAD_VARIABLES
 
 # starts clusters of worker processes, from the library and the command
 pytestmark = pytest.mark.cluster
@@ -219,7 +219,7 @@ def test_local_workers_get_one_blas_thread_and_glibc_malloc_defaults(monkeypatch
     import dask
     from distributed import Client  # noqa: F401  (the nanny's configuration is loaded)
 
-    from ppa_dask.app.cluster import MALLOC_TRIM_VARIABLE, local_client
+    from ppa_dask.cluster.local import MALLOC_TRIM_VARIABLE, local_client
 
     assert MALLOC_TRIM_VARIABLE in dask.config.get("distributed.nanny.pre-spawn-environ")
     monkeypatch.delenv(MALLOC_TRIM_VARIABLE, raising=False)
@@ -233,7 +233,7 @@ def test_local_workers_get_one_blas_thread_and_glibc_malloc_defaults(monkeypatch
 
 
 def test_a_malloc_setting_of_the_caller_reaches_the_local_workers(monkeypatch):
-    from ppa_dask.app.cluster import MALLOC_TRIM_VARIABLE, local_client
+    from ppa_dask.cluster.local import MALLOC_TRIM_VARIABLE, local_client
 
     monkeypatch.setenv(MALLOC_TRIM_VARIABLE, "262144")
     with local_client(n_workers=1, dashboard_address=None) as client:
@@ -268,7 +268,7 @@ def test_local_clusters_wake_less_often_unless_configured(
     import dask
     from distributed import Client  # noqa: F401  (the workers' configuration is loaded)
 
-    from ppa_dask.app.cluster import QUIET_SETTINGS, local_client
+    from ppa_dask.cluster.local import QUIET_SETTINGS, local_client
 
     assert key in QUIET_SETTINGS and dask.config.get(key) == shipped
     settings = {} if configured is None else {key: configured}
@@ -476,7 +476,7 @@ def _manifest():
 
 
 def _crd_schema():
-    from ppa_dask.app.cluster import daskcluster_schema
+    from ppa_dask.cluster.kubernetes import daskcluster_schema
 
     schema = daskcluster_schema()
     assert schema is not None, "dask-kubernetes (the test extra) ships the DaskCluster schema"

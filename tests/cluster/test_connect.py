@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import zarr
 
-from ppa_dask.app.cluster import ClusterConnectError, probe_scheduler, read_cluster_config
+from ppa_dask.cluster import ClusterConnectError, probe_scheduler, read_cluster_config
 
 # starts schedulers (and a web server) in child processes
 pytestmark = pytest.mark.cluster

@@ -15,7 +15,7 @@ from browser import FLAGS, require_browser
 from sklearn.tree import DecisionTreeRegressor
 
 from ppa_dask import PPA
-from ppa_dask.app.dashboard import fits_from_events, open_page, render_page
+from ppa_dask.cluster.dashboard import fits_from_events, open_page, render_page
 from ppa_dask.ensemble import FeatureBaggingRegressor
 from ppa_dask.stability import feature_instability, instance_instability
 from ppa_dask.utils.events import FIT_TOPIC, step_record

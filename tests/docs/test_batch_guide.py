@@ -14,9 +14,9 @@ import paths
 import pytest
 import zarr
 
-from ppa_dask.app.batchjobs import walltime_seconds
 from ppa_dask.app.cli import build_parser, main
-from ppa_dask.app.cluster import job_script, read_cluster_config
+from ppa_dask.cluster import job_script, read_cluster_config
+from ppa_dask.cluster.files import walltime_seconds
 
 # runs the batch guide's commands, clusters included
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -160,11 +160,12 @@ def test_the_fault_tables_lines_are_the_ones_the_code_prints():
     import ast
     import inspect
 
-    from ppa_dask.app import batchjobs, cli, cluster, faults
+    from ppa_dask.app import cli, faults
+    from ppa_dask.cluster import batchjobs, client, files, jobqueue, probe
 
     # the text of every string literal of those modules (f-strings' fixed parts included)
     texts = []
-    for module in (batchjobs, cli, cluster, faults):
+    for module in (batchjobs, cli, client, files, jobqueue, probe, faults):
         for node in ast.walk(ast.parse(inspect.getsource(module))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 texts.append(node.value)

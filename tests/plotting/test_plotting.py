@@ -5,7 +5,7 @@ import pytest
 from conftest import noisy_helix, random_nonlinear
 
 from ppa_dask import PPA
-from ppa_dask.app.plotting import principal_grids
+from ppa_dask.plotting import principal_grids
 
 
 @pytest.fixture(scope="module")

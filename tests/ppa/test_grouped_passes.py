@@ -19,7 +19,7 @@ from distributed import Client, LocalCluster, wait
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from ppa_dask import datasets
-from ppa_dask.app.cluster import local_client
+from ppa_dask.cluster import local_client
 from ppa_dask.ppa import drivers
 from ppa_dask.ppa.estimator import PPA
 

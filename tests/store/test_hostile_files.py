@@ -320,7 +320,7 @@ def test_a_hostile_pipeline_file_is_refused_naming_it(tmp_path, capsys, body, me
 
 
 def test_a_hostile_cluster_file_is_refused_naming_it(tmp_path):
-    from ppa_dask.app.cluster import ClusterConfigError, read_cluster_config
+    from ppa_dask.cluster import ClusterConfigError, read_cluster_config
 
     path = tmp_path / "cluster.yaml"
     path.write_text("kind: local\nworkers: " + "[" * 5000 + "]" * 5000 + "\n")

@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from ppa_dask.app.bench.sizes import WORKER_TIMEOUT
-from ppa_dask.app.cluster import local_client
+from ppa_dask.cluster import local_client
 
 
 def interleaved(funcs, repeats, counts=None, clock=time.perf_counter):

@@ -14,12 +14,12 @@ import os
 import sys
 import time
 
-from ppa_dask.app.cluster import read_cluster_config
 from ppa_dask.app.pipeline.checks import check_pipeline_data
 from ppa_dask.app.pipeline.folder import RunFolder, now, read_marker, sha256, write_json
 from ppa_dask.app.pipeline.schema import FORMAT_VERSION, load_pipeline, validate_pipeline
 from ppa_dask.app.pipeline.stages import STAGE_DIRS, STAGE_ORDER, STAGES
 from ppa_dask.app.placement import LOCAL_CLUSTER
+from ppa_dask.cluster import read_cluster_config
 from ppa_dask.utils.files import write_text_atomic
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.version import VERSION

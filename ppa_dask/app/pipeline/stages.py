@@ -18,7 +18,6 @@ import numpy as np
 
 from ppa_dask import datasets, store
 from ppa_dask.app.baseline import pca_reconstruction_errors
-from ppa_dask.app.cluster import compute_with_progress, step_reporter
 from ppa_dask.app.pipeline.error_tables import (
     error_rows,
     format_error_table,
@@ -33,7 +32,8 @@ from ppa_dask.app.pipeline.schema import (
     dims_of,
     fit_dim,
 )
-from ppa_dask.app.plotting import robust_limits
+from ppa_dask.cluster import compute_with_progress, step_reporter
+from ppa_dask.plotting import robust_limits
 from ppa_dask.ppa.estimator import PPA
 from ppa_dask.ppa.kernels import row_hash
 from ppa_dask.store.feature_dims import FEATURE_DIM_SEP, merge_feature_dims, split_feature_dims

@@ -1,4 +1,4 @@
-"""The batch jobs of a SLURM or PBS cluster: option checks, job states, logs, and a watch.
+"""The batch jobs of a SLURM or PBS cluster: job states, logs, and a watch.
 
 dask-jobqueue submits the worker jobs and cancels them at close, but it does not look at them
 in between: a job that fails at start, is cancelled, pre-empted, lost with its node or ends at
@@ -15,20 +15,19 @@ its walltime is never replaced, and a computation waiting for its workers waits 
   fails), when the bound on restarts is reached, or when no worker has been connected for
   ``worker_timeout`` seconds.
 
-:func:`check_jobqueue_options` checks the ``options`` of a cluster file against the types
-dask-jobqueue expects, before anything is submitted.
+The types of a cluster file's ``options`` are checked with the rest of the file, before anything
+is submitted (:func:`ppa_dask.cluster.files.check_jobqueue_options`).
 
 Examples
 --------
->>> walltime_seconds("1-02:00:00"), walltime_seconds("30:00"), walltime_seconds("90")
-(93600, 1800, 5400)
+>>> job_states("slurm", [])
+{}
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import numbers
 import re
 import signal
 import subprocess
@@ -38,10 +37,8 @@ import time
 __all__ = [
     "JobState",
     "JobWatch",
-    "check_jobqueue_options",
     "job_states",
     "pbs_log_places",
-    "walltime_seconds",
     "DEFAULT_MAX_JOB_RESTARTS",
     "DEFAULT_JOB_CHECK_INTERVAL",
 ]
@@ -56,131 +53,6 @@ DEFAULT_JOB_CHECK_INTERVAL = 5.0
 QUERY_TIMEOUT = 20.0
 #: Lines of a failed job's log quoted in the error.
 LOG_LINES = 3
-
-# ---------------------------------------------------------------------------------------------
-# the options of a cluster file
-# ---------------------------------------------------------------------------------------------
-
-_STRINGS = (
-    "account",
-    "dashboard_address",
-    "host",
-    "interface",
-    "job_name",
-    "local_directory",
-    "log_directory",
-    "name",
-    "project",
-    "protocol",
-    "python",
-    "queue",
-    "resource_spec",
-    "shared_temp_directory",
-    "shebang",
-    "worker_command",
-)
-_STRING_LISTS = (
-    "env_extra",
-    "extra",
-    "header_skip",
-    "job_directives_skip",
-    "job_extra",
-    "job_extra_directives",
-    "job_script_prologue",
-    "worker_extra_args",
-)
-_POSITIVE_INTS = ("cores", "processes", "job_cpu")
-
-
-def walltime_seconds(text):
-    """Seconds of a SLURM / PBS time limit: ``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``,
-    ``D-HH:MM``, ``D-HH:MM:SS``; ValueError otherwise."""
-    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", str(text).strip())
-    if not match:
-        raise ValueError(f"not a time limit: {text!r}")
-    days, a, b, c = match.groups()
-    if days is None:
-        parts = [int(a)] + [int(x) for x in (b, c) if x is not None]
-        # MM, MM:SS, HH:MM:SS (SLURM's reading of one and two fields)
-        h, m, s = (0, parts[0], 0) if len(parts) == 1 else ([0] * (3 - len(parts)) + parts)
-    else:
-        h, m, s = int(a), int(b or 0), int(c or 0)
-    if m >= 60 and (b is not None or days is not None) or s >= 60:
-        raise ValueError(f"not a time limit: {text!r}")
-    return int(days or 0) * 86400 + h * 3600 + m * 60 + s
-
-
-def _kind(value):
-    return f"{type(value).__name__} {value!r}"
-
-
-def check_jobqueue_options(options, where):
-    """Check the types of a SLURM / PBS file's ``options`` (ValueError naming the option).
-
-    Strings, lists of strings (``job_script_prologue``, ``worker_extra_args``, ...), positive
-    integers (``cores``, ``processes``), a memory size parseable by Dask (``memory``,
-    ``job_mem``), a time limit (``walltime``), a mapping (``scheduler_options``) and booleans.
-
-    Examples
-    --------
-    >>> check_jobqueue_options({"cores": 1, "memory": "2GiB", "walltime": "01:00:00"}, "f.yaml")
-    >>> check_jobqueue_options({"job_script_prologue": ["module load x", False]}, "f.yaml")
-    Traceback (most recent call last):
-    ...
-    ValueError: f.yaml: options.job_script_prologue[1]: expected a string (a shell line), got bool False
-    """
-    from dask.utils import parse_bytes
-
-    for key, value in options.items():
-        at = f"{where}: options.{key}"
-        if value is None:
-            continue
-        if key in _STRINGS and not isinstance(value, str):
-            raise ValueError(f"{at}: expected a string, got {_kind(value)}")
-        if key in _STRING_LISTS:
-            if not isinstance(value, list):
-                raise ValueError(f"{at}: expected a list of strings, got {_kind(value)}")
-            for i, item in enumerate(value):
-                if not isinstance(item, str):
-                    what = " (a shell line)" if key in ("job_script_prologue", "env_extra") else ""
-                    raise ValueError(f"{at}[{i}]: expected a string{what}, got {_kind(item)}")
-        if key in _POSITIVE_INTS and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
-            raise ValueError(f"{at}: expected a positive integer, got {_kind(value)}")
-        if key in ("memory", "job_mem"):
-            ok = isinstance(value, (str, numbers.Integral)) and not isinstance(value, bool)
-            try:
-                ok = ok and parse_bytes(value) > 0
-            except (ValueError, TypeError):
-                ok = False
-            if not ok:
-                raise ValueError(
-                    f"{at}: expected a memory size such as '4GiB', got {_kind(value)}"
-                )
-        if key == "walltime":
-            if not isinstance(value, str):
-                raise ValueError(
-                    f"{at}: expected a quoted time limit such as '02:00:00', got {_kind(value)} "
-                    "(YAML reads an unquoted time such as 2:00:00 as a number)"
-                )
-            try:
-                walltime_seconds(value)
-            except ValueError:
-                raise ValueError(
-                    f"{at}: expected a time limit such as '02:00:00' or '1-00:00:00', "
-                    f"got {value!r}"
-                ) from None
-        if key in ("nanny",) and not isinstance(value, bool):
-            raise ValueError(f"{at}: expected true or false, got {_kind(value)}")
-        if key == "death_timeout" and (
-            isinstance(value, bool) or not isinstance(value, numbers.Real) or value <= 0
-        ):
-            raise ValueError(f"{at}: expected a positive number of seconds, got {_kind(value)}")
-        if key == "scheduler_options" and not isinstance(value, dict):
-            raise ValueError(f"{at}: expected a mapping, got {_kind(value)}")
-        if key == "silence_logs" and not isinstance(value, (str, bool, int)):
-            raise ValueError(f"{at}: expected a log level such as 'error', got {_kind(value)}")
 
 
 # ---------------------------------------------------------------------------------------------
