@@ -33,6 +33,7 @@ import re
 from ppa_dask.cluster.batchjobs import DEFAULT_MAX_JOB_RESTARTS
 from ppa_dask.cluster.errors import ClusterConfigError
 from ppa_dask.cluster.kubernetes import validate_daskcluster
+from ppa_dask.utils.params import unknown_key
 from ppa_dask.utils.signals import keep_signal_handlers
 from ppa_dask.utils.yamlfile import YAMLFileError, load_yaml
 
@@ -125,16 +126,10 @@ def _expect_mapping(value, path, key):
 
 
 def _unknown_keys(mapping, allowed, path, section):
-    import difflib
-
     extra = sorted(set(mapping) - set(allowed))
     if extra:
-        close = difflib.get_close_matches(str(extra[0]), list(allowed), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ClusterConfigError(
-            f"{_where(path, section + '.' + extra[0] if section else extra[0])}: unknown "
-            f"key{hint}; expected one of {', '.join(sorted(allowed))}"
-        )
+        key = f"{section}.{extra[0]}" if section else extra[0]
+        raise ClusterConfigError(unknown_key(_where(path, key), extra[0], allowed))
 
 
 def make_security(spec, base_dir=None, where="security"):
