@@ -121,7 +121,8 @@ def check_pipeline_data(config, where="pipeline"):
     Parameters
     ----------
     config : dict
-        From :func:`load_pipeline` or :func:`validate_pipeline`.
+        From :func:`~ppa_dask.app.pipeline.load_pipeline` or
+        :func:`~ppa_dask.app.pipeline.validate_pipeline`.
     where : str
         Name used in error messages (the file name).
 
