@@ -1,20 +1,24 @@
 """Two drivers for the same per-block kernels: numpy blocks in memory, and Dask chunks.
 
-A driver answers three questions, each with exactly one pass over the data:
+A driver (the interface is :class:`Driver`) runs each pass of a fit where the data live and
+returns only small moment dicts; every pass is one read of the data:
 
-* ``first_pass()``: count, mean, scatter and non-finite counts (:func:`kernels.first_moments`);
-* ``step_pass(spec)``: bring every block to the residual of the step being fitted (applying the
-  previous step, fused into the same pass) and return the merged step moments
-  (:func:`kernels.pass_kernel`);
-* ``objective_pass(spec)`` (PPA-GD): the moments of a step's objective and its gradient at a
-  trial leading vector, on the current residual, which it does not change
-  (:func:`kernels.objective_pass_kernel`).
+* ``first_pass(sample_index)``: count, mean, scatter and non-finite counts, and the rows of the
+  range sample (:func:`kernels.first_moments`, merged by :func:`kernels.combine_first_moments`);
+* ``step_pass(mean, steps, spec, last=False)``: bring every block to the residual of the step
+  being fitted (applying the fitted ``steps`` not yet applied, fused into the same pass) and
+  return the merged moments of the step ``spec`` (a :class:`~ppa_dask.ppa.kernels.StepSpec`,
+  with the steps it gathers ahead) (:func:`kernels.pass_kernel`);
+* ``objective_pass(mean, steps, spec)`` (PPA-GD): the moments of a step's objective and its
+  gradient at the trial leading vector ``spec.direction``, on the current residual, which it
+  does not change (:func:`kernels.objective_pass_kernel`).
 
-The Dask driver maps the kernels over chunks and merges their results with a tree reduction in
-the chunk/combine/aggregate manner of ``dask.array.reductions`` (aggregation is the small algebra
-in :mod:`ppa_dask.ppa.algebra`, done on the client). Between passes it keeps the residual
-persisted on the workers, checkpoints it to disk (one ``.npy`` file per chunk), or recomputes it
-from the source by re-applying the fitted steps (docs/design.md section 7.4).
+The Dask driver maps the kernels over chunks (or groups of chunks, one task per group) and
+merges their results with a tree reduction in the chunk/combine/aggregate manner of
+``dask.array.reductions`` (aggregation is the small algebra in :mod:`ppa_dask.ppa.algebra`,
+done on the client). Between passes it keeps the residual persisted on the workers,
+checkpoints it to disk (one ``.npy`` file per chunk), or recomputes it from the source by
+re-applying the fitted steps (docs/design.md section 7.4).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ppa_dask.ppa import kernels
+from ppa_dask.ppa.kernels import StepSpec as StepSpec  # the bundle a pass takes (re-exported)
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import (
     compute,
@@ -48,27 +53,6 @@ AUTO_LOOKAHEAD = 7
 #: ... and after a run of ``r`` linear steps, ``max(AUTO_LOOKAHEAD, r)`` up to this many: the
 #: late steps of spectra are long linear runs, and a pass saved costs its reads and writes
 AUTO_LOOKAHEAD_MAX = 32
-
-
-@dataclass
-class StepSpec:
-    """What a pass needs to know about the step being fitted (all known before the pass)."""
-
-    direction: np.ndarray
-    offset: float
-    scale: float
-    max_degree: int
-    seed: int
-    n_folds: int
-    subspace: np.ndarray | None = None  # (d, m) orthonormal basis the residual lies in
-    # steps gathered ahead, as (direction, offset, scale): their moments are taken in the same
-    # pass on the hypothesis that the steps before each of them are linear
-    # (ppa_dask.ppa.algebra.linear_lookahead); returned as moments["ahead"]
-    ahead: tuple = ()
-
-    def ahead_into(self, frame):
-        """``ahead`` with its directions in ``frame`` (a :class:`ResidualFrame`)."""
-        return tuple((frame.into(d), o, s) for d, o, s in self.ahead)
 
 
 # a kept residual is re-expressed in a smaller orthonormal frame once the subspace it lies in has
@@ -286,17 +270,11 @@ class NumpyDriver(Driver):
                 0,
                 center,
                 self._frame.steps_into(steps[self._applied :]),
-                frame.into(spec.direction),
-                spec.offset,
-                spec.scale,
-                spec.max_degree,
-                spec.seed,
-                spec.n_folds,
+                spec.in_frame(frame.into),
                 keep=not last,
                 in_place=True,
                 sub_block=self.block_rows,
                 rotation=rotation,
-                ahead=spec.ahead_into(frame),
             )
         self._residual, self._applied, self._frame = residual, len(steps), frame
         return frame.out_of(moments)
@@ -315,10 +293,7 @@ class NumpyDriver(Driver):
                 source,
                 center,
                 frame.steps_into(pending),
-                frame.into(spec.direction),
-                spec.offset,
-                spec.scale,
-                spec.max_degree,
+                spec.in_frame(frame.into),
                 sub_block=self.block_rows,
             )
         return _objective_in_ambient(frame, moments)
@@ -373,7 +348,7 @@ def _workers_share_local_disk():
 # residual checkpoints: one .npy file per block and pass (numpy's own array format, read without
 # pickle). A scratch file written by one task and read by one task of the next pass needs no
 # chunked container; reading it back with np.load measured 2.5x faster than a one-chunk
-# uncompressed Zarr array (8 vs 20 ms per 20 MiB block, medians of 25, /tmp/ck3.py in the note).
+# uncompressed Zarr array (8 vs 20 ms per 20 MiB block, medians of 25).
 # --------------------------------------------------------------------------------------------
 
 
@@ -394,23 +369,7 @@ def _first_moments_kept(block, sample_rows, target):
     return kernels.first_moments(block, sample_rows)
 
 
-def _checkpointed_pass(
-    source,
-    target,
-    start,
-    center,
-    steps,
-    direction,
-    offset,
-    scale,
-    degree,
-    seed,
-    n_folds,
-    keep,
-    sub_block,
-    rotation,
-    ahead=(),
-):
+def _checkpointed_pass(source, target, start, center, steps, spec, keep, sub_block, rotation):
     """:func:`kernels.pass_kernel` between checkpoints: ``source`` is the path of this block's
     last checkpoint, a residual or (with ``center``) the first pass's copy of the source block;
     the new residual goes to the path ``target`` (when ``keep``). Returns the moments alone, so
@@ -422,17 +381,11 @@ def _checkpointed_pass(
         start,
         center,
         steps,
-        direction,
-        offset,
-        scale,
-        degree,
-        seed,
-        n_folds,
+        spec,
         keep=keep,
         in_place=owned,
         sub_block=sub_block,
         rotation=rotation,
-        ahead=ahead,
     )
     if keep:
         _write_checkpoint(target, residual)
@@ -1021,16 +974,7 @@ class DaskDriver(Driver):
         blocks, center, current, pending = self._current(mean, steps)
         every_shrink = CHECKPOINT_COMPACT_WIDTH if mode == "checkpoint" else 0
         frame, rotation = current.plan(spec, keep, self.n_features, every_shrink)
-        args = (
-            current.steps_into(pending),
-            frame.into(spec.direction),
-            spec.offset,
-            spec.scale,
-            spec.max_degree,
-            spec.seed,
-            spec.n_folds,
-        )
-        ahead = spec.ahead_into(frame)
+        args = (current.steps_into(pending), spec.in_frame(frame.into))
         previous = self._residual if mode == "checkpoint" else None
         targets = [None] * len(blocks)
         if mode == "checkpoint" and keep:
@@ -1057,7 +1001,7 @@ class DaskDriver(Driver):
             dependencies = [self.X]
         if sources is not None:
             name = task_keys(f"ppa-step-{len(steps) + 1:02d}-pass", 1, keys[0][0])[0][0]
-            options = dict(sub_block=self.block_rows, rotation=rotation, ahead=ahead, keep=keep)
+            options = dict(sub_block=self.block_rows, rotation=rotation, keep=keep)
             plan, trees = self.group_plan(), self._trees(kernels.combine_step_moments)
             starts = [[self.starts[i] for i in g] for g in plan]
             if mode == "checkpoint" and self._residual is not None:
@@ -1100,7 +1044,6 @@ class DaskDriver(Driver):
                     keep=keep,
                     sub_block=self.block_rows,
                     rotation=rotation,
-                    ahead=ahead,
                     dask_key_name=key,
                 )
                 for block, target, start, key in zip(blocks, targets, self.starts, keys)
@@ -1128,7 +1071,6 @@ class DaskDriver(Driver):
                     keep=keep,
                     sub_block=self.block_rows,
                     rotation=rotation,
-                    ahead=ahead,
                     dask_key_name=key,
                 )
                 for block, start, key in zip(blocks, self.starts, keys)
@@ -1174,7 +1116,7 @@ class DaskDriver(Driver):
         elif self._residual is not None:
             kernel = _objective_on_result
         chunk = dask.delayed(kernel, pure=True)
-        pending, direction = frame.steps_into(pending), frame.into(spec.direction)
+        pending, framed = frame.steps_into(pending), spec.in_frame(frame.into)
         keys = task_keys(
             f"ppa-step-{len(steps) + 1:02d}-objective",
             len(blocks),
@@ -1190,10 +1132,7 @@ class DaskDriver(Driver):
                 block,
                 center,
                 pending,
-                direction,
-                spec.offset,
-                spec.scale,
-                spec.max_degree,
+                framed,
                 sub_block=self.block_rows,
                 dask_key_name=key,
             )
@@ -1222,7 +1161,7 @@ class DaskDriver(Driver):
             self.group_plan(),
         )[0][0]
         dependencies = [self.X] if isinstance(sources[0], SourceReader) else ()
-        pending, direction = frame.steps_into(pending), frame.into(spec.direction)
+        pending, framed = frame.steps_into(pending), spec.in_frame(frame.into)
         per_group = [dict(tree=t) for t in self._trees(kernels.combine_objective_moments)]
         parts = _group_layer(
             name,
@@ -1231,10 +1170,7 @@ class DaskDriver(Driver):
             per_group,
             center,
             pending,
-            direction,
-            spec.offset,
-            spec.scale,
-            spec.max_degree,
+            framed,
             sub_block=self.block_rows,
             dependencies=dependencies,
         )

@@ -1025,21 +1025,7 @@ _NO_COLUMNS = np.zeros(1, dtype=np.int64)
 
 
 def fused_step_pass(
-    Y,
-    start,
-    step,
-    direction,
-    offset,
-    scale,
-    degree,
-    seed,
-    n_folds,
-    out=None,
-    out_offset=0,
-    rotation=None,
-    center=None,
-    ahead=None,
-    columns=None,
+    Y, start, step, spec, out=None, out_offset=0, rotation=None, center=None, columns=None
 ):
     """Apply fitted steps (or none) to a residual block and take the next step's raw moments.
 
@@ -1060,18 +1046,18 @@ def fused_step_pass(
         over memory.
     rotation : ndarray of shape (f, m) or None
         Orthonormal columns: after the update the residual is re-expressed as ``z = Q^T y`` (a
-        smaller frame holding it exactly); ``direction``, the moments and ``out`` are then in
-        that frame.
-    direction, offset, scale, degree, seed, n_folds
+        smaller frame holding it exactly); ``spec.direction``, the moments and ``out`` are then
+        in that frame.
+    spec : kernels.StepSpec
         The step being fitted: leading vector (in the frame of the moments), basis coordinate
-        ``t = (alpha - offset) / scale``, largest candidate degree, fold seed and count.
+        ``t = (alpha - offset) / scale``, largest candidate degree, fold seed and count, and
+        the steps gathered ahead (:func:`ppa_dask.ppa.algebra.linear_lookahead`), whose moments
+        are taken in the same sweep on the same residual, each ``zz`` orthogonal to
+        ``spec.direction`` and to every earlier direction of ``spec.ahead`` (the directions
+        must be orthonormal). It is unpacked here, for the compiled call, and nowhere else.
     out : ndarray of shape (f or m, N) or None
         Where the updated residual goes, columns ``out_offset .. out_offset + n`` (may be ``Y``
         itself); None keeps nothing.
-    ahead : tuple (directions (L, f or m), offsets (L,), scales (L,)) or None
-        Steps gathered ahead (:func:`ppa_dask.ppa.algebra.linear_lookahead`): their moments are
-        taken in the same sweep on the same residual, each ``zz`` orthogonal to ``direction``
-        and to every earlier direction of ``ahead`` (the directions must be orthonormal).
 
     Returns
     -------
@@ -1079,7 +1065,7 @@ def fused_step_pass(
     counts : (n_folds,), tmin, tmax
         Per fold ``f``: ``sum T_k(t)``, ``sum y T_k(t)``, ``sum ||y||^2 - alpha^2`` (0 unless
         ``n_folds > 1``) and the row count, all rows (not the complement) of each fold. With
-        ``ahead``, a list of such tuples: the step's, then one per direction ahead.
+        ``spec.ahead``, a list of such tuples: the step's, then one per direction ahead.
     """
     _kernels_ready("_fused_kernel")
     source = center is not None
@@ -1104,13 +1090,16 @@ def fused_step_pass(
     has_rotation = rotation is not None
     Q = np.ascontiguousarray(rotation, dtype=np.float64) if has_rotation else _NO_OUTPUT
     center = np.ascontiguousarray(center, dtype=np.float64) if source else _NO_CENTER
-    direction = np.ascontiguousarray(direction, dtype=np.float64)
-    if ahead is None or len(ahead[0]) == 0:
-        E, offs, scs = direction[None], np.array([float(offset)]), np.array([float(scale)])
+    direction = np.ascontiguousarray(spec.direction, dtype=np.float64)
+    ahead = tuple(spec.ahead)
+    if not ahead:
+        E = direction[None]
+        offs, scs = np.array([float(spec.offset)]), np.array([float(spec.scale)])
     else:
-        E = np.ascontiguousarray(np.vstack([direction[None], ahead[0]]), dtype=np.float64)
-        offs = np.concatenate([[float(offset)], np.asarray(ahead[1], dtype=np.float64)])
-        scs = np.concatenate([[float(scale)], np.asarray(ahead[2], dtype=np.float64)])
+        directions = [np.asarray(a[0], dtype=np.float64) for a in ahead]
+        E = np.ascontiguousarray(np.vstack([direction[None], *directions]), dtype=np.float64)
+        offs = np.array([float(spec.offset)] + [float(a[1]) for a in ahead])
+        scs = np.array([float(spec.scale)] + [float(a[2]) for a in ahead])
     sums, yv, zz, counts, tmin, tmax = _fused_kernel(
         Y,
         source,
@@ -1129,13 +1118,13 @@ def fused_step_pass(
         E,
         offs,
         scs,
-        int(degree),
+        int(spec.max_degree),
         np.int64(start),
-        np.uint64(int(seed) & _MASK64),
-        int(n_folds),
+        np.uint64(int(spec.seed) & _MASK64),
+        int(spec.n_folds),
     )
     parts = [
         (sums[j], yv[j], zz[j], counts.copy() if j else counts, float(tmin[j]), float(tmax[j]))
         for j in range(E.shape[0])
     ]
-    return parts[0] if ahead is None else parts
+    return parts if ahead else parts[0]

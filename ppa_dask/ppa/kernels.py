@@ -25,6 +25,7 @@ while ``transform`` of far-away points stays finite.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -35,6 +36,7 @@ from ppa_dask.ppa import fused as _fused
 __all__ = [
     "StepParams",
     "ModelParams",
+    "StepSpec",
     "chebyshev_basis",
     "row_hash",
     "basis_with_extension",
@@ -78,6 +80,61 @@ class ModelParams(NamedTuple):
     steps: tuple  # of StepParams
     residual_basis: np.ndarray  # (d, d - k) orthonormal basis of the residual after k steps
     output_scale: np.ndarray | None  # divide outputs by this (whitening) or None
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSpec:
+    """The step being fitted, as a pass takes it: all known before the pass.
+
+    The one bundle a step's parameters travel in, from the step loop
+    (:mod:`ppa_dask.ppa.steps`) through the drivers to the block kernels (:func:`pass_kernel`,
+    :func:`objective_pass_kernel`) and the compiled sweep
+    (:func:`ppa_dask.ppa.fused.fused_step_pass`, which unpacks it for the compiled call).
+
+    Attributes
+    ----------
+    direction : ndarray of shape (f,)
+        The leading vector ``e`` (in the frame of the residual the pass reads).
+    offset, scale : float
+        The basis coordinate ``t = (alpha - offset) / scale``.
+    max_degree : int
+        The largest candidate degree (a step pass), or the degree (a PPA-GD objective pass).
+    seed, n_folds : int
+        The fold assignment of the cross-validation (:func:`fold_labels`); one fold: none.
+    subspace : ndarray of shape (d, m) or None
+        Orthonormal basis of the subspace the residual lies in (the drivers may re-express a
+        kept residual in it); the kernels do not read it.
+    ahead : tuple of (direction, offset, scale)
+        Steps gathered ahead: their moments are taken in the same pass on the hypothesis that
+        the steps before each of them are linear (:func:`ppa_dask.ppa.algebra.linear_lookahead`),
+        returned as ``moments["ahead"]``.
+
+    Examples
+    --------
+    >>> spec = StepSpec(np.array([1.0, 0.0]), 0.0, 2.0, 3, seed=7, n_folds=2)
+    >>> spec.in_frame(lambda v: v[:1]).direction.shape
+    (1,)
+    """
+
+    direction: np.ndarray
+    offset: float
+    scale: float
+    max_degree: int
+    seed: int = 0
+    n_folds: int = 1
+    subspace: np.ndarray | None = None
+    ahead: tuple = ()
+
+    def in_frame(self, into):
+        """The spec a kernel takes: the vectors mapped by ``into`` (a residual frame's
+        coordinates, :meth:`ppa_dask.ppa.drivers.ResidualFrame.into`) and no ``subspace``
+        (which the kernels do not read, so it is not shipped with every task)."""
+        return dataclasses.replace(
+            self,
+            direction=into(self.direction),
+            subspace=None,
+            ahead=tuple((into(d), o, s) for d, o, s in self.ahead),
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,12 +297,13 @@ def _moments_dict(sums, yv, zz, counts, tmin, tmax, degree):
     return dict(n=counts, vv=gram_from_sums(sums, degree), yv=yv, zz=zz, tmin=tmin, tmax=tmax)
 
 
-def step_moments(Yt, start, direction, offset, scale, degree, seed=0, n_folds=1):
+def step_moments(Yt, start, spec):
     """Moments of one residual block for the regression of a PPA step, per fold.
 
-    ``Yt`` is the residual block in feature-major layout ``(d, n)`` (see :func:`centred_block`).
+    ``Yt`` is the residual block in feature-major layout ``(d, n)`` (see :func:`centred_block`),
+    ``spec`` the step (:class:`StepSpec`; its ``ahead`` is not read).
     With ``alpha = e^T y``, ``t = (alpha - offset) / scale`` and ``v = T(t)`` (Chebyshev up to
-    ``degree``, the largest candidate) it returns, for each fold ``f`` (one fold when
+    ``max_degree``, the largest candidate) it returns, for each fold ``f`` (one fold when
     ``n_folds == 1``)::
 
         n[f]   rows in the fold
@@ -259,10 +317,8 @@ def step_moments(Yt, start, direction, offset, scale, degree, seed=0, n_folds=1)
     :func:`ppa_dask.ppa.fused.fused_step_pass` (with no step to apply).
     """
     Yt = np.ascontiguousarray(Yt, dtype=np.float64)
-    return _moments_dict(
-        *_fused.fused_step_pass(Yt, start, None, direction, offset, scale, degree, seed, n_folds),
-        degree,
-    )
+    spec = dataclasses.replace(spec, ahead=())
+    return _moments_dict(*_fused.fused_step_pass(Yt, start, None, spec), spec.max_degree)
 
 
 def _combine_sums(parts, summed):
@@ -341,24 +397,19 @@ def pass_kernel(
     start,
     center,
     steps,
-    direction,
-    offset,
-    scale,
-    degree,
-    seed,
-    n_folds,
+    spec,
     keep=True,
     in_place=False,
     sub_block=SUB_BLOCK_ROWS,
     rotation=None,
-    ahead=(),
     columns=None,
 ):
     """One fused pass over a block: bring it to the current residual, then take step moments.
 
     With ``center`` (the mean) ``X`` is a source block ``(n, d)``, centred into a feature-major
     residual; without it ``X`` is already a residual ``(d, n)``. ``steps`` (the fitted steps not
-    yet applied to it) bring it to the residual of the step being fitted, and the moments of
+    yet applied to it) bring it to the residual of the step being fitted, ``spec``
+    (:class:`StepSpec`, its vectors in the frame of the moments), and the moments of
     :func:`step_moments` are taken on that.
 
     A float64 C-contiguous block is one compiled sweep
@@ -372,11 +423,11 @@ def pass_kernel(
     residual input be overwritten (the in-memory driver owns its residual; Dask blocks are never
     modified); with a ``rotation`` the new residual is then the leading rows of ``X``.
     ``rotation`` (f, m), when given, re-expresses the updated residual in a smaller orthonormal
-    frame (``z = Q^T y``) before the moments are taken; ``direction`` is then given in that frame,
-    and so are the cross moments returned.
+    frame (``z = Q^T y``) before the moments are taken; ``spec.direction`` is then given in that
+    frame, and so are the cross moments returned.
 
-    ``ahead``, a sequence of ``(direction, offset, scale)`` (in the frame of the moments,
-    orthonormal to ``direction`` and to each other), asks for the moments of the steps after
+    ``spec.ahead``, a sequence of ``(direction, offset, scale)`` (in the frame of the moments,
+    orthonormal to ``spec.direction`` and to each other), asks for the moments of the steps after
     this one too, on the hypothesis that this step and those before each of them are linear
     (:func:`ppa_dask.ppa.algebra.linear_lookahead`): they are taken on the same residual in the same sweep and
     returned, a list of dicts like the step's own, as ``moments["ahead"]``. Their ``zz`` is
@@ -386,14 +437,7 @@ def pass_kernel(
     ``columns`` (with ``center``) makes the samples those columns of ``X``, in that order, read
     where they are (the shared scans of many members give each one its features this way).
     """
-    ahead = tuple(ahead)
-    packed = None
-    if ahead:
-        packed = (
-            np.array([np.asarray(a[0], dtype=np.float64) for a in ahead]),
-            np.array([float(a[1]) for a in ahead]),
-            np.array([float(a[2]) for a in ahead]),
-        )
+    ahead, degree = spec.ahead, spec.max_degree
     if center is not None:
         n, d = X.shape
         d = d if columns is None else len(columns)
@@ -401,7 +445,6 @@ def pass_kernel(
         d, n = X.shape
         columns = None
     rows_out = d if rotation is None else rotation.shape[1]
-    target = (degree, seed, n_folds)
     if X.dtype == np.float64 and X.flags.c_contiguous:
         if keep and in_place and center is None:
             # the sweep reads a chunk's columns before it writes them, so a smaller frame can
@@ -412,18 +455,7 @@ def pass_kernel(
         else:
             residual = None
         parts = _fused.fused_step_pass(
-            X,
-            start,
-            steps,
-            direction,
-            offset,
-            scale,
-            *target,
-            out=residual,
-            rotation=rotation,
-            center=center,
-            ahead=packed,
-            columns=columns,
+            X, start, steps, spec, out=residual, rotation=rotation, center=center, columns=columns
         )
         return residual, _pass_moments(parts, degree, ahead)
     residual = np.empty((rows_out, n)) if keep else None
@@ -435,18 +467,14 @@ def pass_kernel(
             np.ascontiguousarray(block, dtype=np.float64),
             start + a,
             steps,
-            direction,
-            offset,
-            scale,
-            *target,
+            spec,
             out=residual,
             out_offset=a,
             rotation=rotation,
             center=center,
-            ahead=packed,
             columns=columns,
         )
-        part = [part] if packed is None else part
+        part = part if ahead else [part]
         if total is None:
             total = [list(p) for p in part]
         else:
@@ -454,7 +482,7 @@ def pass_kernel(
                 for i in range(4):
                     acc[i] = acc[i] + p[i]
                 acc[4], acc[5] = min(acc[4], p[4]), max(acc[5], p[5])
-    return residual, _pass_moments(total if packed is not None else total[0], degree, ahead)
+    return residual, _pass_moments(total if ahead else total[0], degree, ahead)
 
 
 def _pass_moments(parts, degree, ahead):
@@ -572,10 +600,11 @@ def residual_norms_block(X, model):
 # --------------------------------------------------------------------------------------------
 
 
-def objective_moments(Yt, direction, offset, scale, degree):
+def objective_moments(Yt, spec):
     """Moments of a residual block from which a step's objective and its gradient follow.
 
-    For a candidate leading vector ``e`` (``direction``) with ``alpha = e^T y``,
+    For a candidate leading vector ``e`` (``spec.direction``, a :class:`StepSpec` whose
+    ``max_degree`` is the step's degree ``g``) with ``alpha = e^T y``,
     ``t = (alpha - offset) / scale`` and the Chebyshev polynomials ``T_m(t)``, returns::
 
         n      rows
@@ -591,8 +620,9 @@ def objective_moments(Yt, direction, offset, scale, degree):
     cost ``O(n d^2 g)``, ``d`` times a plain step pass.
     """
     d, n = Yt.shape
-    alpha = direction @ Yt
-    t = (alpha - offset) / scale
+    degree = spec.max_degree
+    alpha = spec.direction @ Yt
+    t = (alpha - spec.offset) / spec.scale
     T = _chebyshev_rows(t, 2 * degree, 0)[0]  # (2g+1, n)
     yyt = np.empty((degree, d, d))
     for m in range(degree):
@@ -613,14 +643,13 @@ def combine_objective_moments(parts):
     return _combine_sums(parts, ("n", "vv", "yt", "yyt"))
 
 
-def objective_pass_kernel(
-    X, center, steps, direction, offset, scale, degree, sub_block=SUB_BLOCK_ROWS
-):
-    """One pass over a block for the PPA-GD objective at ``direction``; nothing is written.
+def objective_pass_kernel(X, center, steps, spec, sub_block=SUB_BLOCK_ROWS):
+    """One pass over a block for the PPA-GD objective at ``spec.direction``; nothing is written.
 
     As in :func:`pass_kernel`, ``X`` is a source block ``(n, d)`` centred with ``center``, or a
     residual block ``(d, n)`` when ``center`` is None, and ``steps`` bring it to the current
-    residual (the block is never modified). Returns the merged :func:`objective_moments`.
+    residual (the block is never modified). Returns the merged :func:`objective_moments` of
+    ``spec`` (:class:`StepSpec`; degree ``spec.max_degree``).
     """
     n = X.shape[0] if center is not None else X.shape[1]
     parts = []
@@ -629,5 +658,5 @@ def objective_pass_kernel(
         Yt = centred_block(X[a:b], center) if center is not None else X[:, a:b]
         for step in steps:
             _, Yt = step_forward(Yt, step)
-        parts.append(objective_moments(Yt, direction, offset, scale, degree))
+        parts.append(objective_moments(Yt, spec))
     return combine_objective_moments(parts)

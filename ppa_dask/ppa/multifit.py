@@ -197,28 +197,15 @@ def _scan_chunk(block, start, work, block_rows, with_totals):
                     member_start,
                     mean,
                     steps,
-                    step.direction,
-                    step.offset,
-                    step.scale,
-                    step.max_degree,
-                    step.seed,
-                    step.n_folds,
+                    step,
                     keep=False,
                     sub_block=block_rows,
-                    ahead=step.ahead,
                     columns=columns,
                 )
             else:
                 mean, steps, step = payload
                 out[member] = kernels.objective_pass_kernel(
-                    sub,
-                    mean,
-                    steps,
-                    step.direction,
-                    step.offset,
-                    step.scale,
-                    step.max_degree,
-                    sub_block=block_rows,
+                    sub, mean, steps, step, sub_block=block_rows
                 )
         if with_totals:
             out["__totals__"] = (block.shape[0], block.sum(axis=0, dtype=np.float64))

@@ -51,7 +51,8 @@ def _moments(rng, n_folds, d, degree, n):
     e = np.zeros(d)
     e[0] = 1.0
     seed = int(rng.integers(2**31))
-    return kernels.step_moments(Y, 0, e, 0.0, 3.5, degree, seed=seed, n_folds=n_folds), e
+    spec = kernels.StepSpec(e, 0.0, 3.5, degree, seed=seed, n_folds=n_folds)
+    return kernels.step_moments(Y, 0, spec), e
 
 
 @pytest.mark.parametrize("n_folds", [2, 3, 5])
@@ -109,8 +110,9 @@ def test_a_pass_reading_columns_in_place_equals_a_pass_on_their_copy_bit_for_bit
     if with_steps:  # a curved step fitted first, re-applied in the sweep
         steps = PPA(degree=3, n_components=1, random_state=0).fit(copy).model_params().steps
         assert steps[0].coef.shape[1] > 2  # curved
-    kwargs = dict(keep=True, ahead=((np.eye(4)[1], 0.1, 2.0),))
-    args = (100, mean, steps, direction, 0.0, 3.0, 3, 11, 3)
+    kwargs = dict(keep=True)
+    spec = kernels.StepSpec(direction, 0.0, 3.0, 3, 11, 3, ahead=((np.eye(4)[1], 0.1, 2.0),))
+    args = (100, mean, steps, spec)
     res_a, mom_a = kernels.pass_kernel(copy, *args, **kwargs)
     res_b, mom_b = kernels.pass_kernel(X, *args, columns=columns, **kwargs)
     assert np.array_equal(res_a, res_b)

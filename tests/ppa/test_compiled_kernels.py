@@ -112,10 +112,10 @@ def _pass(block, center=None, columns=None, steps=(), rotation=None):
     e = rng.normal(size=m)
     e /= np.linalg.norm(e)
     ahead = [(np.roll(e, 1), 0.1, 1.5), (np.roll(e, 2), -0.2, 2.0)]
+    spec = kernels.StepSpec(e, 0.05, 1.7, 4, 11, 3, ahead=tuple(ahead))
     return kernels.pass_kernel(
-        block, 40, center, list(steps), e, 0.05, 1.7, 4, 11, 3,
-        rotation=rotation, ahead=ahead, columns=columns,
-    )  # fmt: skip
+        block, 40, center, list(steps), spec, rotation=rotation, columns=columns
+    )
 
 
 def _assert_same(a, b):

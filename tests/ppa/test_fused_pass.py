@@ -107,8 +107,9 @@ def test_fused_pass_equals_plain_numpy(n_folds, with_step):
     e /= np.linalg.norm(e)
     original = Y.copy()
     out = np.full((f, n + 5), np.nan)
+    spec = kernels.StepSpec(e, 0.1, 3.0, degree, seed=9, n_folds=n_folds)
     sums, yv, zz, counts, tmin, tmax = _fused.fused_step_pass(
-        Y, 1234, step, e, 0.1, 3.0, degree, seed=9, n_folds=n_folds, out=out, out_offset=5
+        Y, 1234, step, spec, out=out, out_offset=5
     )
     np.testing.assert_array_equal(Y, original)  # the input is only read
     expected = original if step is None else _plain_step(original, step)[1]
@@ -130,9 +131,8 @@ def test_in_place_update_and_gram_from_the_product_identity():
     step = _step(rng, f, 2, lo=-np.inf, hi=np.inf)
     expected = _plain_step(Y, step)[1]
     e = np.eye(f)[0]
-    residual, moments = kernels.pass_kernel(
-        Y, 0, None, (step,), e, 0.0, 1.0, degree, 0, 1, keep=True, in_place=True
-    )
+    spec = kernels.StepSpec(e, 0.0, 1.0, degree, 0, 1)
+    residual, moments = kernels.pass_kernel(Y, 0, None, (step,), spec, keep=True, in_place=True)
     assert np.shares_memory(residual, Y) and residual.shape == Y.shape
     np.testing.assert_allclose(Y, expected, atol=1e-13)
     V = chebyshev.chebvander(expected[0], degree)
@@ -144,7 +144,8 @@ def test_samples_are_centred_in_the_same_sweep():
     X = rng.normal(size=(1500, 4)) + 7.0
     mean = X.mean(axis=0)
     e = np.array([0.0, 1.0, 0.0, 0.0])
-    residual, moments = kernels.pass_kernel(X, 0, mean, (), e, 0.0, 3.0, 2, 1, 2, keep=True)
+    spec = kernels.StepSpec(e, 0.0, 3.0, 2, 1, 2)
+    residual, moments = kernels.pass_kernel(X, 0, mean, (), spec, keep=True)
     np.testing.assert_allclose(residual, (X - mean).T, atol=1e-13)
     plain, _, _ = _plain_moments((X - mean).T, 0, e, 0.0, 3.0, 2, 1, 2)
     for fold, (_, pyv, _pzz, pcount) in enumerate(plain):
@@ -162,9 +163,8 @@ def test_centred_moments_equal_numpy():
 
 
 def test_empty_block_gives_empty_moments():
-    sums, yv, zz, counts, tmin, tmax = _fused.fused_step_pass(
-        np.zeros((3, 0)), 0, None, np.eye(3)[0], 0.0, 1.0, 2, seed=0, n_folds=2
-    )
+    spec = kernels.StepSpec(np.eye(3)[0], 0.0, 1.0, 2, seed=0, n_folds=2)
+    sums, yv, zz, counts, tmin, tmax = _fused.fused_step_pass(np.zeros((3, 0)), 0, None, spec)
     assert counts.tolist() == [0, 0] and not sums.any() and not yv.any()
     assert (tmin, tmax) == (np.inf, -np.inf)
 
@@ -192,13 +192,14 @@ def test_change_of_frame_is_exact():
     Q = np.linalg.qr(rng.normal(size=(f, 3)))[0]
     e = np.array([0.6, 0.8, 0.0])
     Z = Q.T @ _plain_step(Y, step)[1]
+    spec = kernels.StepSpec(e, 0.0, 2.0, degree, 3, 2)
     residual, moments = kernels.pass_kernel(
-        Y.copy(), 50, None, (step,), e, 0.0, 2.0, degree, 3, 2, keep=True, rotation=Q
+        Y.copy(), 50, None, (step,), spec, keep=True, rotation=Q
     )
     np.testing.assert_allclose(residual, Z, atol=1e-13)
     # in place: the smaller frame's residual is written over the leading rows of the input
     inplace, moments_inplace = kernels.pass_kernel(
-        Y, 50, None, (step,), e, 0.0, 2.0, degree, 3, 2, keep=True, in_place=True, rotation=Q
+        Y, 50, None, (step,), spec, keep=True, in_place=True, rotation=Q
     )
     assert np.shares_memory(inplace, Y)
     np.testing.assert_allclose(inplace, Z, atol=1e-13)
@@ -277,10 +278,9 @@ def test_pending_steps_and_steps_ahead_in_one_sweep_equal_numpy(n_folds, n_ahead
     E = np.linalg.qr(rng.normal(size=(f, 1 + n_ahead)))[0].T
     offsets, scales = rng.normal(size=1 + n_ahead) * 0.1, 2.0 + rng.uniform(size=1 + n_ahead)
     out = np.empty((f, n))
-    parts = _fused.fused_step_pass(
-        Y, 77, steps, E[0], offsets[0], scales[0], degree, seed=4, n_folds=n_folds, out=out,
-        ahead=(E[1:], offsets[1:], scales[1:]),
-    )  # fmt: skip
+    ahead = tuple(zip(E[1:], offsets[1:], scales[1:]))
+    spec = kernels.StepSpec(E[0], offsets[0], scales[0], degree, 4, n_folds, ahead=ahead)
+    parts = _fused.fused_step_pass(Y, 77, steps, spec, out=out)
     np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12)
     plain = _plain_ahead_moments(expected, 77, E, offsets, scales, degree, 4, n_folds)
     assert len(parts) == 1 + n_ahead
@@ -307,8 +307,9 @@ def test_samples_centred_and_every_fitted_step_applied_in_one_sweep():
     e = np.linalg.qr(rng.normal(size=(5, 1)))[0][:, 0]
     plain, _, _ = _plain_moments(expected, 0, e, 0.0, 3.0, 2, 1, 2)
     for source in (X, X.astype(np.float32), np.asfortranarray(X)):
+        spec = kernels.StepSpec(e, 0.0, 3.0, 2, 1, 2)
         residual, moments = kernels.pass_kernel(
-            source, 0, mean, steps, e, 0.0, 3.0, 2, 1, 2, keep=True, sub_block=700
+            source, 0, mean, steps, spec, keep=True, sub_block=700
         )
         np.testing.assert_allclose(residual, expected, atol=1e-12)
         for fold, (_, pyv, _pzz, pcount) in enumerate(plain):

@@ -67,8 +67,9 @@ def test_objective_and_gradient_from_moments_match_a_direct_fit(degree):
     e = subspace @ rng.normal(size=3)
     e /= np.linalg.norm(e)
     offset, scale = _algebra.basis_interval(Y @ e, float(np.sum(Y * Y)) / len(Y))
+    spec = kernels.StepSpec(e, offset, scale, degree)
     moments = kernels.objective_pass_kernel(
-        np.ascontiguousarray(Y.T), None, (), e, offset, scale, degree, sub_block=700
+        np.ascontiguousarray(Y.T), None, (), spec, sub_block=700
     )
     f, gradient = _algebra.gd_objective(moments, e, subspace, scale)
 
@@ -92,12 +93,10 @@ def test_objective_moments_merge_over_blocks():
     """Block moments summed in any split equal the moments of the whole block."""
     Y = np.ascontiguousarray((random_nonlinear(n=1000, d=4, seed=3)).T)
     e = np.array([0.5, 0.5, 0.5, 0.5])
-    whole = kernels.objective_moments(Y, e, 0.1, 2.0, 3)
+    spec = kernels.StepSpec(e, 0.1, 2.0, 3)
+    whole = kernels.objective_moments(Y, spec)
     parts = kernels.combine_objective_moments(
-        [
-            kernels.objective_moments(Y[:, a:b], e, 0.1, 2.0, 3)
-            for a, b in [(0, 1), (1, 400), (400, 1000)]
-        ]
+        [kernels.objective_moments(Y[:, a:b], spec) for a, b in [(0, 1), (1, 400), (400, 1000)]]
     )
     for key in ("vv", "yt", "yyt"):
         np.testing.assert_allclose(parts[key], whole[key], rtol=1e-12, atol=1e-9)
