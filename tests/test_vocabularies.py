@@ -95,11 +95,13 @@ def _phrase_places(phrase, modules=MODULES):
 
 
 @pytest.mark.parametrize("name", sorted(VOCABULARIES))
+@pytest.mark.slow
 def test_each_choice_list_is_written_once(name):
     copies = _literal_copies(VOCABULARIES[name])
     assert len(copies) == 1, f"{name} {VOCABULARIES[name]} written at {copies}"
 
 
+@pytest.mark.slow
 def test_the_degree_syntax_is_worded_once():
     # the CLI's --degree refusal is parse_degree_text's own
     assert _phrase_places("a range such as 1-5") == ["utils/params.py"]

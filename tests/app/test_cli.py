@@ -127,6 +127,7 @@ def test_demo_exit_code_and_files(demo_run):
     assert len(table_lines) == 1 + (N_FEATURES - 1)  # header, then one row per k
 
 
+@pytest.mark.slow
 def test_demo_writes_nothing_outside_output(demo_run):
     assert demo_run["code"] == 0
     # the working directory it ran from is still empty

@@ -464,6 +464,7 @@ SMALL = {
 }
 
 
+@pytest.mark.slow
 def test_a_folder_that_is_not_a_run_folder_is_refused_and_left_alone(tmp_path, capsys):
     out = tmp_path / "mine"
     (out / "01-load").mkdir(parents=True)
@@ -495,6 +496,7 @@ def test_a_folder_that_is_not_a_run_folder_is_refused_and_left_alone(tmp_path, c
     assert not (empty / RUN_LOCK).exists()
 
 
+@pytest.mark.slow
 def test_force_removes_only_the_stage_folders_the_run_record_lists(tmp_path):
     out = tmp_path / "run"
     bad = json.loads(json.dumps(SMALL))

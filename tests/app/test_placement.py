@@ -195,6 +195,7 @@ def _pipeline(tmp_path, data, **top):
     return str(path)
 
 
+@pytest.mark.slow
 def test_pipelines_choose_by_their_data_section(tmp_path, large, clusters, capsys):
     small_data = {"source": "generated", "n_samples": 3000, "n_features": 4}
     path = _pipeline(tmp_path, small_data)

@@ -42,6 +42,7 @@ def test_layout_coordinates_and_types():
     assert series["cloud"].dims == ("time", "y", "x")
 
 
+@pytest.mark.slow
 def test_seeded_and_independent_of_chunking():
     a = make_cube(n_bands=8, ny=20, nx=18, n_times=2, random_state=5)
     b = make_cube(
@@ -107,6 +108,7 @@ def test_noise_free_spectra_lie_on_a_curved_three_dimensional_manifold():
     )
 
 
+@pytest.mark.slow
 def test_written_to_zarr_and_opened_lazily(tmp_path):
     path = tmp_path / "cube.zarr"
     in_memory = make_cube(n_bands=6, ny=20, nx=16, n_times=2, random_state=4)

@@ -72,6 +72,7 @@ def test_noise_does_not_change_latent_points():
 
 
 @pytest.mark.parametrize("kind,p", [("curved", 6), ("helix", 4)])
+@pytest.mark.slow
 def test_dask_array_is_chunk_independent(kind, p):
     n = G + 4000  # spans two generation blocks
     small = generated_dask_array(kind, n, p, chunks=1000, random_state=5)

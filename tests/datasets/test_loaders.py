@@ -160,6 +160,7 @@ def test_loaders_read_only_the_bundled_files(tmp_path):
 # ------------------------------------------------------- the paper's Table 1 ---
 
 
+@pytest.mark.slow
 def test_paper_datasets_have_table_1_shapes(paper):
     assert tuple(TABLE_1) == ds.PAPER_DATASETS
     assert ds.PAPER_SHAPES == TABLE_1
@@ -180,6 +181,7 @@ def test_paper_datasets_have_the_documented_classes(paper):
     assert _counts(paper["vehicles"][1]) == {"bus": 218, "opel": 212, "saab": 217, "van": 199}
 
 
+@pytest.mark.slow
 def test_train_and_test_files_are_concatenated_in_order():
     for load, n_train, n_test in [
         (ds.load_sat, 4435, 2000),
@@ -377,6 +379,7 @@ def _arff_rows(path):
     return [line.split(",") for line in lines[start:] if line.strip() and not line.startswith("%")]
 
 
+@pytest.mark.slow
 def test_arff_sets_match_the_raw_files(UCI):
     rows = _arff_rows(UCI / "abalone.arff")
     drop, rings = ds.load_abalone(sex="drop")
@@ -392,6 +395,7 @@ def test_arff_sets_match_the_raw_files(UCI):
         np.testing.assert_array_equal(y, raw[:, -1])
 
 
+@pytest.mark.slow
 def test_regression_sets_spot_values():
     X, y = ds.load_cpu_act()
     assert X.shape == (8192, 21) and np.isfinite(X).all()
@@ -463,6 +467,7 @@ def test_covid_bad_windows_are_rejected():
 # ------------------------------------------------------------ scikit-learn use ---
 
 
+@pytest.mark.slow
 def test_bunch_carries_names_and_matches_the_tuple():
     for load in [ds.load_magic_gamma, ds.load_page_blocks, ds.load_vehicles, ds.load_cpu_act]:
         X, y = load()

@@ -21,6 +21,7 @@ import tomllib
 from importlib import metadata
 
 import paths
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -135,6 +136,7 @@ def _imported_modules():
     return modules
 
 
+@pytest.mark.slow
 def test_the_test_extra_brings_every_module_the_tests_import():
     own = {p.stem for folder in ("tests", "pipelines") for p in (ROOT / folder).rglob("*.py")}
     own |= {"ppa_dask"}

@@ -42,6 +42,7 @@ def arrays(model):
 
 @pytest.mark.parametrize("cache", ["persist", "checkpoint", "recompute", "auto"])
 @pytest.mark.parametrize("lookahead", [0, "auto"])
+@pytest.mark.slow
 def test_any_grouping_gives_the_ungrouped_model_bit_for_bit(cache, lookahead, tmp_path):
     ungrouped = fit(None, 500, cache, tmp_path, lookahead=lookahead)
     memory = PPA(**PARAMS, lookahead=lookahead).fit(X)
@@ -108,6 +109,7 @@ def tasks_of_a_fit(chunks, cache="persist", tmp_path=None):
 
 
 @pytest.mark.parametrize("cache", ["persist", "checkpoint", "recompute"])
+@pytest.mark.slow
 def test_tasks_per_pass_are_a_constant_times_the_threads_not_the_chunks(cache, tmp_path):
     for chunks in (375, 24, 2):  # 16, 250 and 3,000 chunks
         model, keys = tasks_of_a_fit(chunks, cache, tmp_path)

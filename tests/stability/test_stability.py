@@ -310,6 +310,7 @@ class TestCoupling:
 
 
 class TestOutOfBag:
+    @pytest.mark.slow
     def test_oob_estimates_the_infinite_bagging_fi_of_a_small_exact_case(self):
         # d = 4, s = 2: infinite bagging averages all 6 subsets; without j, the 3 that avoid j
         rng = np.random.default_rng(0)
@@ -387,6 +388,7 @@ class TestPaperClaims:
             )
         assert all(a > b for a, b in zip(values, values[1:])), values
 
+    @pytest.mark.slow
     def test_finite_b_fi_approaches_the_large_b_value_past_d_1_minus_q_over_q(self):
         X, y, X_eval = linear_data(n=100, d=8, seed=5)
         q = 0.5
@@ -410,6 +412,7 @@ class TestPaperClaims:
         assert all(error[a] > error[b] for a, b in zip(Bs, Bs[1:])), error
         assert error[16 * rounds] < 0.1 * error[1]
 
+    @pytest.mark.slow
     def test_bagged_fi_of_a_bounded_learner_respects_the_bound(self):
         # Proposition 4.1 for outputs in [-M, M]: the infinite-bagging FI (estimated out of bag
         # from many bags) stays below M^2/(d-1) q/(1-q)
@@ -527,6 +530,7 @@ def _count_read(block):
 
 
 class TestOutOfCore:
+    @pytest.mark.slow
     def test_dask_refits_share_scans_and_equal_the_in_memory_ones(self):
         import dask
         import dask.array as da

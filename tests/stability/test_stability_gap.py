@@ -101,6 +101,7 @@ def _rows(n=40, seed=0):
     return [dict(gap=a, FI=b, II=c) for a, b, c in zip(g, FI, II)]
 
 
+@pytest.mark.slow
 def test_partial_mi_is_the_mi_of_each_residualizers_residuals():
     from sklearn.feature_selection import mutual_info_regression
 
@@ -154,6 +155,7 @@ GAP_RECORDS = sorted((ROOT / "results").glob("bagging_gap_*.json"))
 
 
 @pytest.mark.parametrize("path", GAP_RECORDS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_a_saved_gap_records_summaries_are_those_of_its_saved_settings(path):
     record = rep.read_record(path)
     cells = rep.record_cells(record)
@@ -177,6 +179,7 @@ def test_a_saved_gap_records_summaries_are_those_of_its_saved_settings(path):
                                                abs=1e-10), m  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_non_bagged_depth_T_tree_has_FI_2T_over_d_and_bagging_the_closed_form_at_T_1():
     for d in (4, 10):
         (rows,) = [depth.run_block(dict(d=d, q=1.0, seed=0, rounds=1, T_max=d - 1))]

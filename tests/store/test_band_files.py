@@ -202,6 +202,7 @@ def test_netcdf_band_files_alike(tmp_path):
     assert repr(moved) in str(info.value)
 
 
+@pytest.mark.slow
 def test_cli_and_pipeline_read_a_quoted_glob_of_band_files(landsat, tmp_path, capsys):
     pattern, paths = landsat
     rows, valid = _by_hand(np.stack([_read(p) for p in paths]))
@@ -234,6 +235,7 @@ def test_cli_and_pipeline_read_a_quoted_glob_of_band_files(landsat, tmp_path, ca
     _assert_same_model(store.load_model(str(run / "03-fit" / "model.zarr")), rows)
 
 
+@pytest.mark.slow
 def test_cli_takes_the_band_files_as_separate_arguments(landsat, tmp_path, capsys):
     """``fit A_B2.TIF A_B3.TIF A_B4.TIF MODEL``: the last argument is the model, the ones
     before it one cube in the order given; ``transform MODEL A B C OUTPUT`` alike."""

@@ -150,6 +150,7 @@ def _check_restored(path, variable, ordered, valid):
     np.testing.assert_allclose(values[:, :, mask], expected[:, :, mask], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_cli_fit_with_two_feature_dims_is_the_fit_of_the_rows_stacked_by_hand(
     dated_files, tmp_path, capsys
 ):
@@ -182,6 +183,7 @@ def test_cli_fit_with_two_feature_dims_is_the_fit_of_the_rows_stacked_by_hand(
     capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_pipeline_feature_dim_list_fits_as_stacked_by_hand_and_restores_the_dims(
     dated_files, tmp_path, capsys
 ):

@@ -228,6 +228,7 @@ def test_netcdf_opens_lazily_with_its_hdf5_chunks(nc):
     assert np.array_equal(cube.values, ds["refl"].values)
 
 
+@pytest.mark.slow
 def test_netcdf_round_trip_keeps_values_coordinates_and_attributes(nc, tmp_path):
     path, ds = nc
     cube = store.open_cube(path, "refl", "band")
@@ -256,6 +257,7 @@ def test_netcdf_round_trip_keeps_values_coordinates_and_attributes(nc, tmp_path)
     assert np.allclose(rec_back.values, ref.inverse_transform(expected).values, rtol=0, atol=TOL)
 
 
+@pytest.mark.slow
 def test_a_series_of_files_is_one_cube_with_a_chunk_per_file(series):
     pattern, paths, ds = series
     for spec in (pattern, paths):
@@ -291,6 +293,7 @@ def test_netcdf_errors(nc, series, tmp_path):
         store.open_cube(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_writes_are_atomic_and_never_replace_what_ppa_dask_did_not_write(nc, tmp_path):
     path, ds = nc
     cube = store.open_cube(path, feature_dim="band")
@@ -387,6 +390,7 @@ def test_cli_geotiff_fit_transform_inverse(tif, tmp_path, capsys):
     assert "already exists" in err
 
 
+@pytest.mark.slow
 def test_cli_geotiff_to_zarr_with_irregular_chunks(tif, tmp_path, capsys):
     # the components' Dask chunks are written as regular Zarr chunks of their first size
     # (write_dataset evens irregular ones out lazily: test_store; the stacker now keeps whole
@@ -417,6 +421,7 @@ def test_cli_geotiff_to_zarr_with_irregular_chunks(tif, tmp_path, capsys):
     assert np.allclose(rec_back.values, ref.inverse_transform(expected).values, rtol=0, atol=TOL)
 
 
+@pytest.mark.slow
 def test_cli_netcdf_and_series(nc, series, tmp_path, capsys):
     path, ds = nc
     model = str(tmp_path / "m.zarr")
@@ -489,6 +494,7 @@ def _pipeline(tmp_path, **data):
     return out
 
 
+@pytest.mark.slow
 def test_pipeline_sources_geotiff_and_parquet(tif, tables, tmp_path):
     path, memory, _ = tif
     out = _pipeline(tmp_path / "g", source="geotiff", path=path)
@@ -537,6 +543,7 @@ def _rerun(config, out):
     return log.getvalue()
 
 
+@pytest.mark.slow
 def test_pipeline_writes_geotiff_components_with_the_inputs_georeferencing(tif, tmp_path):
     path, _, transform = tif
     zarr_run, _ = _components_run(tmp_path / "z", "zarr", source="geotiff", path=path)
@@ -566,6 +573,7 @@ def test_pipeline_writes_geotiff_components_with_the_inputs_georeferencing(tif, 
         assert np.allclose(src.read(), expected, rtol=0, atol=TOL, equal_nan=True)
 
 
+@pytest.mark.slow
 def test_pipeline_writes_netcdf_components_with_the_inputs_coordinates_and_attributes(
     nc, tmp_path
 ):

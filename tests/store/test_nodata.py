@@ -235,6 +235,7 @@ def test_bad_nodata_values_are_refused_by_name(tmp_path):
 # -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_warns_in_one_line_and_nodata_carries_to_transform(tmp_path, capsys):
     n_fill = NY * NX // 5
     path = _write_tif(tmp_path / "scene.tif", _fill(_bands(), n_fill))
@@ -290,6 +291,7 @@ def _run(tmp_path, **data):
     return out, log.getvalue(), [w for w in caught if issubclass(w.category, NoDataWarning)]
 
 
+@pytest.mark.slow
 def test_pipeline_data_nodata(tmp_path):
     path = _write_tif(tmp_path / "scene.tif", _fill(_bands(), NY * NX // 5))
     raw, _ = _read_tif(path)

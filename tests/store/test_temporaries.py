@@ -33,6 +33,7 @@ def _table(path, X, rows=100):
 @pytest.mark.parametrize(
     "where", [["--scheduler", "threads"], ["--workers", "2"]], ids=["threads", "processes"]
 )
+@pytest.mark.cluster
 def test_failed_transform_leaves_no_temporary(tmp_path, capsys, where):
     # (before the fix both left a .out.zarr.tmp-* folder beside the output)
     X = np.random.default_rng(0).normal(size=(3000, 3))

@@ -77,6 +77,7 @@ def _assert_same_model(model, rows):
     )
 
 
+@pytest.mark.slow
 def test_variables_stack_as_features_and_fit_as_stacked_by_hand(tmp_path):
     path, rows, valid = _write(tmp_path / "S2.nc")
     for choice in (list(NAMES), ",".join(NAMES), "all"):  # 'all' leaves the scalar crs out
@@ -125,6 +126,7 @@ def test_a_dataset_of_several_variables_names_both_options(tmp_path):
         store.open_cube(path, "blue", variables="all")
 
 
+@pytest.mark.slow
 def test_cli_variable_all_and_transform_with_the_models_variables(tmp_path, capsys):
     path, rows, valid = _write(tmp_path / "S2.nc")
     model_path = str(tmp_path / "m.zarr")
@@ -141,6 +143,7 @@ def test_cli_variable_all_and_transform_with_the_models_variables(tmp_path, caps
     assert "--variable a,b,c or --variable all" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_pipeline_variables(tmp_path):
     path, rows, valid = _write(tmp_path / "S2.nc")
     config = validate_pipeline(

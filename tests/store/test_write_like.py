@@ -87,6 +87,7 @@ def test_float64_input_is_written_float64_and_other_dtypes_are_refused(tmp_path)
 
 
 @pytest.mark.parametrize("suffix", [".tif", ".nc", ".zarr"])
+@pytest.mark.slow
 def test_cli_dtype_and_georeferencing_for_every_output_format(tmp_path, capsys, suffix):
     """transform and inverse, each output format: float32 by default for a uint16 scene,
     float64 with --dtype float64, the scene's CRS, transform and coordinates; the inverse of

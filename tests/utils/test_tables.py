@@ -99,6 +99,7 @@ def test_the_scanner_finds_a_hand_written_rule():
     assert not _spells_a_rule(ast.parse('def f():\n    """|---|"""\n'))
 
 
+@pytest.mark.slow
 def test_pipe_table_is_the_only_table_writer():
     spelled = {
         path.relative_to(PACKAGE).as_posix()
