@@ -107,6 +107,12 @@ def test_the_degree_syntax_is_worded_once():
     assert _phrase_places("a range such as 1-5") == ["utils/params.py"]
 
 
+def test_the_unknown_key_refusal_is_worded_once():
+    # "unknown key (did you mean 'x'?)": utils.params.did_you_mean / unknown_key, which the
+    # pipeline file's schema and the cluster files' read
+    assert _phrase_places("did you mean") == ["utils/params.py"]
+
+
 def test_the_scanner_finds_copies(tmp_path):
     # the checks above would pass vacuously if the scanner matched nothing: feed it copies in
     # the three shapes (a tuple of choices, a call's arguments, a list), and a docstring
@@ -118,9 +124,11 @@ def test_the_scanner_finds_copies(tmp_path):
         'C = f(["raise", "drop_samples"], "x")\n'
         'D = ("raise", "drop_samples", "other")\n'
         'E = "expected a range such as 1-5"\n'
+        'F = f" (did you mean {close!r}?)"\n'
     )
     assert _literal_copies(NAN_POLICIES, [bad]) == ["bad.py:2", "bad.py:3", "bad.py:4"]
     assert _phrase_places("a range such as 1-5", [bad]) == ["bad.py"]
+    assert _phrase_places("did you mean", [bad]) == ["bad.py"]
 
 
 def test_the_bundled_tables_are_every_table_loader():
