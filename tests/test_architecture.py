@@ -296,6 +296,7 @@ def test_documented_import_paths_keep_working(module, names):
 
 
 @pytest.mark.parametrize("module", ["ppa_dask.cluster", "ppa_dask.plotting"])
+@pytest.mark.slow
 def test_the_library_paths_import_without_the_application(module):
     # the documented cluster and plotting helpers are real packages below the application: a
     # fresh interpreter importing one loads nothing of ppa_dask.app, and nothing beyond what

@@ -142,6 +142,7 @@ def test_demo_writes_nothing_outside_output(demo_run):
     assert _listing(demo_run["out"] / "cube") == CUBE_RUN_FOLDER
 
 
+@pytest.mark.slow
 def test_demo_cube_part(demo_run):
     assert demo_run["code"] == 0
     check_cube_demo_outputs(demo_run["out"] / "cube", bands=CUBE_BANDS, pixels=CUBE_PIXELS, seed=0)
@@ -159,6 +160,7 @@ def test_demo_cube_part(demo_run):
         assert str(demo_run["out"] / "cube" / relative) in tail, relative
 
 
+@pytest.mark.slow
 def test_demo_prints_its_table_once_with_the_header_it_always_had(demo_run):
     # the table part is a pipeline now: its evaluate stage prints the training table, under the
     # demo's header, and the demo does not print it a second time
@@ -174,6 +176,7 @@ def test_demo_prints_its_table_once_with_the_header_it_always_had(demo_run):
     assert printed.count("Reconstruction error with k components (n=20,000,") == 1
 
 
+@pytest.mark.slow
 def test_demo_table_ppa_beats_pca(demo_run):
     assert demo_run["code"] == 0
     rows = _table(demo_run["out"])
@@ -190,6 +193,7 @@ def test_demo_table_ppa_beats_pca(demo_run):
     assert float(first["ppa_mse"]) < 0.8 * float(first["pca_mse"])
 
 
+@pytest.mark.slow
 def test_demo_table_matches_an_independent_fit(demo_run):
     """The table part's numbers: the data regenerated in memory, PPA fitted on it here (same
     seed and chunks) and PCA fitted with k components by scikit-learn, errors measured here."""
