@@ -53,21 +53,20 @@ from ppa_dask.app.experiments import (
     dimensionality_reduction_task,
     scaled_paper_dataset,
 )
-from ppa_dask.app.reports import (
+from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.app.scripts.figures import new_figure, save_figure
+from ppa_dask.app.scripts.options import paper_datasets_parser
+from ppa_dask.app.scripts.output import (
     Timer,
     command_line,
     mean_std,
-    new_figure,
-    paper_datasets_parser,
     pm,
     prepare_output,
-    run_fanout,
-    save_figure,
     write_json,
     write_report,
     write_table,
 )
-from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.app.scripts.tasks import run_fanout
 from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES, PAPER_TABLE2_MINUTES
 from ppa_dask.utils.seeds import task_seed
 

@@ -36,22 +36,20 @@ from ppa_dask.app.experiments import (
     metric_knn_task,
     parabola_degree,
 )
-from ppa_dask.app.reports import (
+from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.app.scripts.figures import new_figure, save_figure
+from ppa_dask.app.scripts.options import base_parser, csv_list
+from ppa_dask.app.scripts.output import (
     Timer,
-    base_parser,
     command_line,
-    csv_list,
     mean_std,
-    new_figure,
     pm,
     prepare_output,
-    run_fanout,
-    save_figure,
     write_json,
     write_report,
     write_table,
 )
-from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.app.scripts.tasks import run_fanout
 from ppa_dask.utils.seeds import task_seed
 
 CURVATURES = {"low": 0.5, "high": 1.5}

@@ -49,22 +49,20 @@ from ppa_dask.app.experiments import (
     multi_information_task,
     scaled_paper_dataset,
 )
-from ppa_dask.app.reports import (
+from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.app.scripts.figures import new_figure, save_figure
+from ppa_dask.app.scripts.options import csv_list, paper_datasets_parser
+from ppa_dask.app.scripts.output import (
     Timer,
     command_line,
-    csv_list,
     mean_std,
-    new_figure,
-    paper_datasets_parser,
     pm,
     prepare_output,
-    run_fanout,
-    save_figure,
     write_json,
     write_report,
     write_table,
 )
-from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.app.scripts.tasks import run_fanout
 from ppa_dask.datasets import load_paper_dataset
 from ppa_dask.information import RANK_RTOL, covariance_rank
 

@@ -28,21 +28,20 @@ from ppa_dask.app.experiments import (
     principal_surface_task,
     scaled_paper_dataset,
 )
-from ppa_dask.app.reports import (
+from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.app.scripts.figures import new_figure, save_figure
+from ppa_dask.app.scripts.options import base_parser
+from ppa_dask.app.scripts.output import (
     Timer,
-    base_parser,
     command_line,
     mean_std,
-    new_figure,
     pm,
     prepare_output,
-    run_fanout,
-    save_figure,
     write_json,
     write_report,
     write_table,
 )
-from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.app.scripts.tasks import run_fanout
 from ppa_dask.datasets import PAPER_DATASETS
 from ppa_dask.utils.seeds import task_seed
 

@@ -32,16 +32,16 @@ import numpy as np
 from paper_dimensionality_reduction import split_seed
 
 from ppa_dask.app.experiments import METHOD_LABELS, multi_information_task
-from ppa_dask.app.reports import (
+from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.app.scripts.options import base_parser
+from ppa_dask.app.scripts.output import (
     Timer,
-    base_parser,
     command_line,
     prepare_output,
-    run_fanout,
     write_report,
     write_table,
 )
-from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
+from ppa_dask.app.scripts.tasks import run_fanout
 from ppa_dask.datasets import load_segmentation
 
 CONSTANT = "REGION-PIXEL-COUNT"

@@ -32,11 +32,14 @@ import time
 
 import numpy as np
 
-from ppa_dask.app import reports as common
+from ppa_dask.app.scripts.figures import matplotlib_headless, save_figure
+from ppa_dask.app.scripts.options import stability_parser
+from ppa_dask.app.scripts.output import command_line, markdown_table, write_csv
+from ppa_dask.app.scripts.tasks import cluster, run_grid
 
 
 def parse_args(argv=None):
-    p = common.stability_parser(__doc__.split("\n\n")[0], "stability-forward-selection")
+    p = stability_parser(__doc__.split("\n\n")[0], "stability-forward-selection")
     p.add_argument("--n-samples", type=int, default=200)
     p.add_argument("--n-features", type=int, default=None, help="d (default 50; small: 24)")
     p.add_argument("--max-steps", type=int, default=None, help="largest T (default 10)")
@@ -142,8 +145,8 @@ def main(argv=None):
             dict(q=q, b0=b0, b1=min(B, b0 + block), seed=args.seed) for b0 in range(0, B, block)
         ]
     start = time.perf_counter()
-    with common.cluster(workers=args.workers, scheduler=args.scheduler) as client:
-        parts = common.run_grid(
+    with cluster(workers=args.workers, scheduler=args.scheduler) as client:
+        parts = run_grid(
             run_block,
             settings,
             (X, y, T_max),
@@ -175,14 +178,14 @@ def main(argv=None):
                     estimation_error=float(((beta[T - 1] - beta_star) ** 2).sum()),
                 )
             )
-    common.write_csv(
+    write_csv(
         rows,
         os.path.join(args.output, "results.csv"),
         ["q", "B", "T", "FI", "theory", "qT", "estimation_error"],
     )
     seconds = time.perf_counter() - start
 
-    plt = common.matplotlib_headless()
+    plt = matplotlib_headless()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for k, q in enumerate([1.0] + qs):
         pts = [r for r in rows if r["q"] == q]
@@ -204,7 +207,7 @@ def main(argv=None):
     axes[1].set_title("(b) ||beta_B - beta*||^2")
     for ax in axes:
         ax.legend(fontsize=8)
-    common.save_figure(fig, args.output, "forward_selection.png")
+    save_figure(fig, args.output, "forward_selection.png")
 
     bagged = [r for r in rows if r["q"] < 1]
     base = {r["T"]: r["FI"] for r in rows if r["q"] == 1.0}
@@ -224,7 +227,7 @@ def main(argv=None):
     lines = [
         "# Random forward selection: FI with and without feature bagging (section 4.2.1)",
         "",
-        f"Command: `{common.command_line(__file__, argv)}`  ",
+        f"Command: `{command_line(__file__, argv)}`  ",
         f"n = {n}, d = {d}, T = 1..{T_max}, B = {B} rounds per q, seed {args.seed}; shared "
         f"randomness. Wall time {seconds:.0f} s.",
         "",
@@ -234,7 +237,7 @@ def main(argv=None):
         f"- where q T <= 1 the theoretical curve T^2 q/((d-1)(1-q)) upper-bounds the measured FI "
         f"in {bound_holds} of {len(certified)} cells.",
         "",
-        common.markdown_table(rows, ["q", "B", "T", "FI", "theory", "estimation_error"]),
+        markdown_table(rows, ["q", "B", "T", "FI", "theory", "estimation_error"]),
         "",
         "![forward selection](forward_selection.png)",
         "",

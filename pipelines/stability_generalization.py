@@ -50,8 +50,12 @@ import time
 
 import numpy as np
 
-from ppa_dask.app import reports as common
 from ppa_dask.app.reproductions import make_record, recorded_command, write_record
+from ppa_dask.app.scripts.figures import matplotlib_headless, new_figure, save_figure
+from ppa_dask.app.scripts.options import csv_list, stability_parser
+from ppa_dask.app.scripts.output import command_line, markdown_table, write_csv
+from ppa_dask.app.scripts.tasks import cluster, run_grid
+from ppa_dask.datasets import REGRESSION_DATASETS, load_regression_dataset
 
 VAR_MU = 6.2962
 SNR = 3.52
@@ -163,12 +167,12 @@ def paper_values(dataset, nu, estimator, residualizer):
 
 
 def parse_args(argv=None):
-    p = common.stability_parser(__doc__.split("\n\n")[0], "stability-generalization")
+    p = stability_parser(__doc__.split("\n\n")[0], "stability-generalization")
     p.add_argument(
         "--datasets",
         nargs="+",
         default=None,
-        help="marsadd and/or " + ", ".join(common.REGRESSION_DATASETS),
+        help="marsadd and/or " + ", ".join(REGRESSION_DATASETS),
     )
     p.add_argument("--estimators", nargs="+", default=None, choices=ESTIMATORS)
     p.add_argument("--n-train", type=int, default=None, help="training rows (default 500)")
@@ -183,21 +187,21 @@ def parse_args(argv=None):
     p.add_argument("--max-depth", type=int, default=None, help="largest max_depth (default 7)")
     p.add_argument(
         "--nu",
-        type=common.csv_list(float),
+        type=csv_list(float),
         default=[1.0],
         help="MARSadd signal mixtures f = (1 - nu) f_weak + nu f_strong, comma-separated in "
         "[0, 1] (default 1: the MARSadd function alone)",
     )
     p.add_argument(
         "--seeds",
-        type=common.csv_list(int),
+        type=csv_list(int),
         default=None,
         help="comma-separated seeds, each a data draw (MARSadd) or split and the models' "
         "random_state, one summary per seed (default: --seed)",
     )
     p.add_argument(
         "--residualizers",
-        type=common.csv_list(str),
+        type=csv_list(str),
         default=["rf"],
         help="regressors that take II (or FI) out of FI and the gap for the partial MI, "
         "comma-separated of " + ",".join(RESIDUALIZERS) + " (default rf)",
@@ -281,7 +285,7 @@ def split_data(name, n_train, n_test, seed, nu=1.0):
     if name == "marsadd":
         X, y = marsadd(n_train + n_test, seed, nu)
     else:
-        X, y = common.load_regression_dataset(name)
+        X, y = load_regression_dataset(name)
     rng = np.random.default_rng([seed, 23])
     order = rng.permutation(X.shape[0])
     train = order[: min(n_train, X.shape[0] // 2)]
@@ -711,7 +715,7 @@ def make_gap_record(args, argv, rows, summary):
 def increment_figure(summary, output):
     """Bars of dR2 and PMI(FI; gap | II) per (data set, estimator): ours, the noise controls'
     mean and the paper's (``fi_increment.png``)."""
-    fig, axes = common.new_figure(2, 1, figsize=(10, 6.4))
+    fig, axes = new_figure(2, 1, figsize=(10, 6.4))
     labels = [
         f"{s['dataset']}\n{s['estimator']}" + ("" if s["nu"] is None else f" nu={s['nu']}")
         for s in summary
@@ -749,7 +753,7 @@ def increment_figure(summary, output):
         ax.set_ylabel(title)
         ax.legend(fontsize=7, ncols=3)
     axes[0, 0].set_title("What FI adds to II in explaining the generalisation gap")
-    return common.save_figure(fig, output, "fi_increment.png", dpi=90)
+    return save_figure(fig, output, "fi_increment.png", dpi=90)
 
 
 def main(argv=None):
@@ -759,7 +763,7 @@ def main(argv=None):
     if args.record:
         args.record_name = os.path.splitext(os.path.basename(args.record))[0]
     names = args.datasets or (
-        ["marsadd", "diabetes"] if args.small else ["marsadd", *common.REGRESSION_DATASETS]
+        ["marsadd", "diabetes"] if args.small else ["marsadd", *REGRESSION_DATASETS]
     )
     estimators = args.estimators or (["rf", "dt"] if args.small else list(ESTIMATORS))
     n_train = args.n_train or (300 if args.small else 500)
@@ -794,8 +798,8 @@ def main(argv=None):
         for params in grid(est, args.small, n_trees, max_depth)[: args.first_settings]
     ]
     start = time.perf_counter()
-    with common.cluster(workers=args.workers, scheduler=args.scheduler) as client:
-        rows = common.run_grid(
+    with cluster(workers=args.workers, scheduler=args.scheduler) as client:
+        rows = run_grid(
             run_setting,
             settings,
             (data,),
@@ -805,7 +809,7 @@ def main(argv=None):
             args.quiet,
             context=dict(n_train=n_train, n_test=n_test),
         )
-    common.write_csv(rows, os.path.join(args.output, "results.csv"))
+    write_csv(rows, os.path.join(args.output, "results.csv"))
     summary = []
     groups = {}
     for r in rows:
@@ -816,7 +820,7 @@ def main(argv=None):
                 summary.append(dict(dataset=name, nu=nu, estimator=est, seed=seed, **row))
     seconds = time.perf_counter() - start
 
-    plt = common.matplotlib_headless()
+    plt = matplotlib_headless()
     fig, axes = plt.subplots(len(names), 2, figsize=(9, 3.2 * len(names)), squeeze=False)
     for i, name in enumerate(names):
         for k, est in enumerate(estimators):
@@ -833,13 +837,13 @@ def main(argv=None):
             axes[i, j].set_ylabel("test - train MSE")
             axes[i, j].set_title(f"{name}: gap against {what}")
             axes[i, j].legend(fontsize=7)
-    common.save_figure(fig, args.output, "gap_vs_instability.png", dpi=80)
+    save_figure(fig, args.output, "gap_vs_instability.png", dpi=80)
 
     for row in summary:
         paper = paper_values(row["dataset"], row["nu"], row["estimator"], row["residualizer"])
         for k in ("dR2", "PMI", "dR2_noise", "PMI_noise"):
             row[f"paper_{k}"] = paper.get(k)
-    common.write_csv(summary, os.path.join(args.output, "summary.csv"))
+    write_csv(summary, os.path.join(args.output, "summary.csv"))
     if summary:
         # one bar per group: the first seed and residualizer (the tables hold the rest)
         first = (args.seeds[0], args.residualizers[0])
@@ -863,7 +867,7 @@ def main(argv=None):
     lines = [
         "# Generalisation gap against FI and II (paper section S.1)",
         "",
-        f"Command: `{common.command_line(__file__, argv)}`  ",
+        f"Command: `{command_line(__file__, argv)}`  ",
         f"{len(rows)} settings; {n_train} training rows, up to {n_test} test rows (FI and II "
         f"averaged over {min(300, n_test)} of them), II from {ii_instances} removed rows, "
         f"{n_trees} trees per forest, seed {args.seed}. Wall time {seconds:.0f} s (this "
@@ -884,7 +888,7 @@ def main(argv=None):
         "(another data set). Our PMI is scikit-learn's kNN estimate on random-forest residuals, "
         "the paper's MINE on them. The paper reports no R2 or MI per real data set.",
         "",
-        common.markdown_table(
+        markdown_table(
             summary,
             [
                 "dataset",
@@ -939,7 +943,7 @@ def main(argv=None):
         "The controls one by one (dR2 and PMI with FI replaced by Gaussian noise, and by FI "
         "permuted across the settings):",
         "",
-        common.markdown_table(
+        markdown_table(
             summary,
             [
                 "dataset",

@@ -39,11 +39,14 @@ import time
 
 import numpy as np
 
-from ppa_dask.app import reports as common
+from ppa_dask.app.scripts.figures import matplotlib_headless, save_figure
+from ppa_dask.app.scripts.options import stability_parser
+from ppa_dask.app.scripts.output import command_line, fmt, markdown_table, write_csv
+from ppa_dask.app.scripts.tasks import cluster, run_grid
 
 
 def parse_args(argv=None):
-    p = common.stability_parser(__doc__.split("\n\n")[0], "stability-linear")
+    p = stability_parser(__doc__.split("\n\n")[0], "stability-linear")
     p.add_argument("--n-samples", type=int, default=None, help="training rows n (default 100)")
     p.add_argument("--gamma", type=float, default=2.0, help="aspect ratio d / n (default 2)")
     p.add_argument("--noise", type=float, default=0.5, help="noise standard deviation sigma")
@@ -192,7 +195,7 @@ def summarise(rows):
 
 
 def figures(summary, n, d, output):
-    plt = common.matplotlib_headless()
+    plt = matplotlib_headless()
     gamma = d / n
     # Figure 2: double descent at B = 1
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -221,7 +224,7 @@ def figures(summary, n, d, output):
         ax.set_title(f"{name}, B = 1 (dotted: gamma q = p)")
         ax.legend(fontsize=8)
     fig.suptitle(f"Double descent of bagged least squares, n = {n}, d = {d}")
-    common.save_figure(fig, output, "double_descent.png")
+    save_figure(fig, output, "double_descent.png")
 
     # Figure 3: bagging flattens the peak (p = 1)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -247,7 +250,7 @@ def figures(summary, n, d, output):
         ax.set_title(f"{name}, p = 1")
         ax.legend(fontsize=8)
     fig.suptitle("Bagging flattens the interpolation peak")
-    common.save_figure(fig, output, "bagging.png")
+    save_figure(fig, output, "bagging.png")
 
     # rounds: FI against B
     from ppa_dask.stability import bagging_rounds
@@ -270,7 +273,7 @@ def figures(summary, n, d, output):
     ax.set_xlabel("bagging rounds B (dotted: d (1 - q) / q)")
     ax.set_ylabel("FI")
     ax.legend()
-    common.save_figure(fig, output, "rounds.png")
+    save_figure(fig, output, "rounds.png")
 
     # closed form against brute force
     fig, ax = plt.subplots(figsize=(4.5, 4.5))
@@ -288,7 +291,7 @@ def figures(summary, n, d, output):
     ax.set_xlabel("brute-force refit")
     ax.set_ylabel("closed form")
     ax.legend()
-    common.save_figure(fig, output, "closed_vs_refit.png")
+    save_figure(fig, output, "closed_vs_refit.png")
 
 
 def checks(summary, n, d):
@@ -333,7 +336,7 @@ def report(summary, checks_, n, d, args, argv, seconds, output):
     lines = [
         "# Bagged least squares: II and FI against p, q and B (paper section 3)",
         "",
-        f"Command: `{common.command_line(__file__, argv)}`  ",
+        f"Command: `{command_line(__file__, argv)}`  ",
         f"n = {n}, d = {d} (gamma = {gamma:g}), noise sigma = {args.noise}, seed {args.seed}, "
         f"{summary[0]['replicates']} replicate(s) per setting; shared coupling; instabilities on "
         f"the coefficient scale E||beta - beta^l||^2. Wall time {seconds:.0f} s.",
@@ -348,7 +351,7 @@ def report(summary, checks_, n, d, args, argv, seconds, output):
         )
     lines += [
         "",
-        common.markdown_table(
+        markdown_table(
             [r for r in summary if r["sweep"] == "double_descent"],
             ["p", "q", "s", "m", "II_closed_form", "II_refit", "FI_closed_form", "FI_refit"],
         ),
@@ -361,12 +364,12 @@ def report(summary, checks_, n, d, args, argv, seconds, output):
     Bmax = max(r["B"] for r in summary if r["sweep"] == "bagging")
     for name in ("II", "FI"):
         lines.append(
-            f"- largest {name} over q: {common.fmt(checks_[f'peak_{name}_B1'])} at B = 1, "
-            f"{common.fmt(checks_[f'peak_{name}_B{Bmax}'])} at B = {Bmax}."
+            f"- largest {name} over q: {fmt(checks_[f'peak_{name}_B1'])} at B = 1, "
+            f"{fmt(checks_[f'peak_{name}_B{Bmax}'])} at B = {Bmax}."
         )
     lines += [
         "",
-        common.markdown_table(
+        markdown_table(
             [r for r in summary if r["sweep"] == "bagging"],
             ["B", "q", "II_closed_form", "II_refit", "FI_closed_form", "FI_refit"],
         ),
@@ -382,7 +385,7 @@ def report(summary, checks_, n, d, args, argv, seconds, output):
             by_B = checks_[f"FI_by_B_q{q}"]
             lines.append(
                 f"- q = {q}: d (1 - q) / q = {value}; FI by B: "
-                + ", ".join(f"{B}: {common.fmt(v)}" for B, v in by_B.items())
+                + ", ".join(f"{B}: {fmt(v)}" for B, v in by_B.items())
             )
     lines += [
         "",
@@ -391,7 +394,7 @@ def report(summary, checks_, n, d, args, argv, seconds, output):
         "## Closed form against brute force",
         "",
         f"{checks_['n_compared']} (setting, quantity) pairs computed both ways; largest "
-        f"relative difference {common.fmt(checks_['max_rel_diff_closed_vs_refit'])}.",
+        f"relative difference {fmt(checks_['max_rel_diff_closed_vs_refit'])}.",
         "",
         "![closed vs refit](closed_vs_refit.png)",
         "",
@@ -406,8 +409,8 @@ def main(argv=None):
     os.makedirs(args.output, exist_ok=True)
     n, d, settings, refit_max = grids(args)
     start = time.perf_counter()
-    with common.cluster(workers=args.workers, scheduler=args.scheduler) as client:
-        rows = common.run_grid(
+    with cluster(workers=args.workers, scheduler=args.scheduler) as client:
+        rows = run_grid(
             run_setting,
             settings,
             (n, d, args.noise, args.seed, refit_max),
@@ -417,9 +420,9 @@ def main(argv=None):
             args.quiet,
             context=dict(n=n, d=d, noise=args.noise, seed=args.seed, refit_max=refit_max),
         )
-    common.write_csv(rows, os.path.join(args.output, "results.csv"))
+    write_csv(rows, os.path.join(args.output, "results.csv"))
     summary = summarise(rows)
-    common.write_csv(summary, os.path.join(args.output, "summary.csv"))
+    write_csv(summary, os.path.join(args.output, "summary.csv"))
     checks_ = checks(summary, n, d)
     figures(summary, n, d, args.output)
     report(summary, checks_, n, d, args, argv, time.perf_counter() - start, args.output)

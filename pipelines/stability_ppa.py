@@ -25,12 +25,16 @@ import time
 
 import numpy as np
 
-from ppa_dask.app import reports as common
+from ppa_dask.app.scripts.figures import matplotlib_headless, save_figure
+from ppa_dask.app.scripts.options import stability_parser
+from ppa_dask.app.scripts.output import command_line, fmt, markdown_table, write_csv
+from ppa_dask.app.scripts.tasks import cluster, run_grid
+from ppa_dask.datasets import REGRESSION_DATASETS, load_regression_dataset
 
 
 def parse_args(argv=None):
-    p = common.stability_parser(__doc__.split("\n\n")[0], "stability-ppa")
-    p.add_argument("--datasets", nargs="+", default=None, choices=common.REGRESSION_DATASETS)
+    p = stability_parser(__doc__.split("\n\n")[0], "stability-ppa")
+    p.add_argument("--datasets", nargs="+", default=None, choices=REGRESSION_DATASETS)
     p.add_argument("--n-samples", type=int, default=None, help="rows per data set (default 2000)")
     p.add_argument("--components", type=int, default=1, help="k, components per member")
     p.add_argument(
@@ -91,18 +95,14 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     os.makedirs(args.output, exist_ok=True)
-    names = args.datasets or (
-        ["diabetes", "abalone"] if args.small else list(common.REGRESSION_DATASETS)
-    )
+    names = args.datasets or (["diabetes", "abalone"] if args.small else list(REGRESSION_DATASETS))
     n = args.n_samples or (600 if args.small else 2000)
     qs = args.ratios or ([0.5, 0.75, 1.0] if args.small else [0.25, 0.5, 0.75, 1.0])
     Bs = args.members or ([1, 4, 16] if args.small else [1, 2, 4, 8, 16, 32])
     k = args.components
     data = {}
     for name in names:
-        X, _ = common.load_regression_dataset(
-            name, n_samples=None, seed=args.seed, standardize=True
-        )
+        X, _ = load_regression_dataset(name, n_samples=None, seed=args.seed, standardize=True)
         rows = np.random.default_rng([args.seed, 31]).permutation(X.shape[0])
         fit_rows, eval_rows = (
             rows[: min(n, X.shape[0] * 2 // 3)],
@@ -117,8 +117,8 @@ def main(argv=None):
         if int(np.floor(q * data[name][0].shape[1] + 0.5)) > k
     ]
     start = time.perf_counter()
-    with common.cluster(workers=args.workers, scheduler=args.scheduler) as client:
-        rows = common.run_grid(
+    with cluster(workers=args.workers, scheduler=args.scheduler) as client:
+        rows = run_grid(
             run_setting,
             settings,
             (data,),
@@ -128,7 +128,7 @@ def main(argv=None):
             args.quiet,
             context=dict(n=n),
         )
-    common.write_csv(
+    write_csv(
         rows,
         os.path.join(args.output, "results.csv"),
         [
@@ -149,7 +149,7 @@ def main(argv=None):
 
     from ppa_dask.stability import bagging_rounds
 
-    plt = common.matplotlib_headless()
+    plt = matplotlib_headless()
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8), squeeze=False)
     for ax, name in zip(axes[0], names):
         d = data[name][0].shape[1]
@@ -181,7 +181,7 @@ def main(argv=None):
         ax.set_title(f"{name} (d = {d}), k = {k}")
         ax.legend(fontsize=7)
     axes[0, 0].set_ylabel("FI of the reconstruction (x: out of bag)")
-    common.save_figure(fig, args.output, "ppa_fi.png")
+    save_figure(fig, args.output, "ppa_fi.png")
 
     Bmax = max(Bs)
     checks = []
@@ -190,20 +190,20 @@ def main(argv=None):
         ordered = [at_max[q] for q in sorted(at_max)]
         checks.append(
             f"- {name}: FI at B = {Bmax} by q: "
-            + ", ".join(f"{q}: {common.fmt(at_max[q])}" for q in sorted(at_max))
+            + ", ".join(f"{q}: {fmt(at_max[q])}" for q in sorted(at_max))
             + f" (increasing in q: {all(a <= b for a, b in zip(ordered, ordered[1:]))})"
         )
     lines = [
         "# Feature instability of feature-bagged PPA reconstructions",
         "",
-        f"Command: `{common.command_line(__file__, argv)}`  ",
+        f"Command: `{command_line(__file__, argv)}`  ",
         f"Standardised features, up to {n} rows fitted per data set, FI on up to 500 held-out "
         f"rows, k = {k} components per member, PPA degrees 1..3 by 2-fold CV, shared coupling, "
         f"seed {args.seed}. Wall time {seconds:.0f} s.",
         "",
         *checks,
         "",
-        common.markdown_table(
+        markdown_table(
             rows,
             [
                 "dataset",

@@ -34,18 +34,21 @@ import time
 
 import numpy as np
 
-from ppa_dask.app import reports as common
 from ppa_dask.app.reproductions import make_record, recorded_command, write_record
+from ppa_dask.app.scripts.figures import matplotlib_headless, save_figure
+from ppa_dask.app.scripts.options import csv_list, stability_parser
+from ppa_dask.app.scripts.output import command_line, markdown_table, write_csv
+from ppa_dask.app.scripts.tasks import cluster, run_grid
 
 #: Feature-subsampling ratios q of the bagged trees (1.0: the non-bagged tree).
 RATIOS = (1.0, 0.1, 0.2, 0.3, 0.5)
 
 
 def parse_args(argv=None):
-    p = common.stability_parser(__doc__.split("\n\n")[0], "stability-tree-depth")
+    p = stability_parser(__doc__.split("\n\n")[0], "stability-tree-depth")
     p.add_argument(
         "--n-features",
-        type=common.csv_list(int),
+        type=csv_list(int),
         default=None,
         help="comma-separated d (default 10,20; small: 10)",
     )
@@ -53,13 +56,13 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=None, help="bagging rounds B (default 1000)")
     p.add_argument(
         "--seeds",
-        type=common.csv_list(int),
+        type=csv_list(int),
         default=None,
         help="comma-separated seeds, one set of B rounds each (default 0,1,2,3,4; small: 0,1)",
     )
     p.add_argument(
         "--ratios",
-        type=common.csv_list(float),
+        type=csv_list(float),
         default=list(RATIOS),
         help="comma-separated q in (0, 1] (1: no bagging); default " + ",".join(map(str, RATIOS)),
     )
@@ -156,18 +159,16 @@ def main(argv=None):
         for seed in (seeds if q < 1.0 else seeds[:1])  # the non-bagged tree is not random
     ]
     start = time.perf_counter()
-    with common.cluster(workers=args.workers, scheduler=args.scheduler) as client:
-        rows = common.run_grid(
-            run_block, settings, (), args.output, client, "dyadic trees", args.quiet
-        )
+    with cluster(workers=args.workers, scheduler=args.scheduler) as client:
+        rows = run_grid(run_block, settings, (), args.output, client, "dyadic trees", args.quiet)
     seconds = time.perf_counter() - start
     for r in rows:
         r["bound"] = bound(r["d"], r["q"], r["T"])
         r["two_T_over_d"] = 2.0 * r["T"] / r["d"]
     columns = ["d", "q", "seed", "rounds", "T", "FI", "bound", "two_T_over_d"]
-    common.write_csv(rows, os.path.join(args.output, "results.csv"), columns)
+    write_csv(rows, os.path.join(args.output, "results.csv"), columns)
 
-    plt = common.matplotlib_headless()
+    plt = matplotlib_headless()
     fig, axes = plt.subplots(1, len(ds), figsize=(5 * len(ds), 4), squeeze=False)
     for ax, d in zip(axes[0], ds):
         for k, q in enumerate(args.ratios):
@@ -183,14 +184,14 @@ def main(argv=None):
         ax.set_ylabel("FI of the path encoding")
         ax.set_title(f"d = {d} (dotted: 2T/d and T^2 q/((d-1)(1-q)))", fontsize=9)
         ax.legend(fontsize=7)
-    common.save_figure(fig, args.output, "tree_depth.png", dpi=90)
+    save_figure(fig, args.output, "tree_depth.png", dpi=90)
     lines = [
         "# Depth-T dyadic trees: FI against 2T/d and the bagging bound (section 4.2.2)",
         "",
-        f"Command: `{common.command_line(__file__, argv)}`  ",
+        f"Command: `{command_line(__file__, argv)}`  ",
         f"B = {B} rounds, seeds {seeds}, wall time {seconds:.0f} s.",
         "",
-        common.markdown_table(rows, columns),
+        markdown_table(rows, columns),
         "",
         "![FI of depth-T trees](tree_depth.png)",
         "",

@@ -34,13 +34,16 @@ import time
 
 import numpy as np
 
-from ppa_dask.app import reports as common
 from ppa_dask.app.reproductions import (
     add_record_option,
     make_record,
     recorded_command,
     write_record,
 )
+from ppa_dask.app.scripts.output import mean_std_text, write_frame_table
+from ppa_dask.app.scripts.selection import C_GRID, GAMMA_GRID, svm_grid, tuned
+from ppa_dask.app.scripts.tasks import cluster, fan_out
+from ppa_dask.datasets import load_breast_cancer_wisconsin
 from ppa_dask.utils.seeds import task_seed
 
 N_SELECTED = 2  # the paper's n-bar: SVM-S keeps 2 features, SVM-E 1 feature + the posterior
@@ -90,24 +93,22 @@ def methods_task(X, y, seed, s, kernel, C_grid, gamma_grid, cv):
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         add("NB", GaussianNB().fit(Xtr, ytr).predict(Xte))
-        svm = common.tuned(SVC(kernel=kernel), common.svm_grid(kernel, "", C_grid, gamma_grid), cv)
+        svm = tuned(SVC(kernel=kernel), svm_grid(kernel, "", C_grid, gamma_grid), cv)
         svm.fit(Xtr, ytr)
         add("SVM", svm.predict(Xte))
         # SVM-S ranks the features by the weights of a (tuned) linear SVM
         lin = (
             svm
             if kernel == "linear"
-            else common.tuned(
-                SVC(kernel="linear"), common.svm_grid("linear", "", C_grid, gamma_grid), cv
-            ).fit(Xtr, ytr)
+            else tuned(SVC(kernel="linear"), svm_grid("linear", "", C_grid, gamma_grid), cv).fit(
+                Xtr, ytr
+            )
         )
         rank = np.argsort(-np.abs(lin.best_estimator_.coef_.ravel()), kind="stable")[:N_SELECTED]
-        sel = common.tuned(SVC(kernel=kernel), common.svm_grid(kernel, "", C_grid, gamma_grid), cv)
+        sel = tuned(SVC(kernel=kernel), svm_grid(kernel, "", C_grid, gamma_grid), cv)
         sel.fit(Xtr[:, rank], ytr)
         add("SVM-S", sel.predict(Xte[:, rank]), kept=" ".join(map(str, np.sort(rank))))
-        vsk = common.tuned(
-            make_svm_vsk(kernel), common.svm_grid(kernel, "svc__", C_grid, gamma_grid), cv
-        )
+        vsk = tuned(make_svm_vsk(kernel), svm_grid(kernel, "svc__", C_grid, gamma_grid), cv)
         vsk.fit(Xtr, ytr)
         add("SVM-VSK", vsk.predict(Xte))
     return rows
@@ -126,9 +127,9 @@ def extraction_task(X, y, seed, s, kernel, kept, C_grid, gamma_grid, cv):
     Xtr, Xte = _scaled(X, train, test)
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = common.tuned(
+        model = tuned(
             SVMExtraction(keep=[kept], kernel=kernel),
-            common.svm_grid(kernel, "", C_grid, gamma_grid),
+            svm_grid(kernel, "", C_grid, gamma_grid),
             cv,
         ).fit(Xtr, y[train])
         f1 = f1_score(y[test], model.predict(Xte), average="weighted")
@@ -177,7 +178,7 @@ def summarize(rows):
                     "kernel": "-" if m == "NB" else kernel,
                     "method": m,
                     "fixed split": fixed.iloc[0] if len(fixed) else np.nan,
-                    "mean ± std over splits": common.mean_std_text(g["f1"]),
+                    "mean ± std over splits": mean_std_text(g["f1"]),
                     "splits": len(g),
                 }
             )
@@ -268,8 +269,8 @@ def run(
     seed=0,
     kernels=("linear", "rbf"),
     kept=None,
-    C_grid=common.C_GRID,
-    gamma_grid=common.GAMMA_GRID,
+    C_grid=C_GRID,
+    gamma_grid=GAMMA_GRID,
     cv=5,
     client=None,
     n_workers=2,
@@ -277,11 +278,11 @@ def run(
 ):
     """Run the experiment, write the tables and figures into ``output``; return the tables."""
     os.makedirs(output, exist_ok=True)
-    X, y = common.load_breast_cancer()
+    X, y = load_breast_cancer_wisconsin()
     kept = range(X.shape[1]) if kept is None else kept
     grids = dict(C_grid=tuple(C_grid), gamma_grid=tuple(gamma_grid), cv=cv)
     t0 = time.perf_counter()
-    with common.cluster(client=client, workers=n_workers) as c:
+    with cluster(client=client, workers=n_workers) as c:
         # the data are small: scattered once, shared by all tasks
         Xf, yf = (X, y) if c is None else c.scatter([X, y], broadcast=True)
         tasks_m = [
@@ -302,7 +303,7 @@ def run(
             dict(kind="extraction", **t) for t in tasks_e
         ]
         order = sorted(range(len(tasks)), key=lambda i: _expected_cost(tasks[i]), reverse=True)
-        done = common.fan_out(c, one_task, [tasks[i] for i in order])
+        done = fan_out(c, one_task, [tasks[i] for i in order])
         parts = [None] * len(tasks)
         for i, part in zip(order, done):
             parts[i] = part
@@ -310,7 +311,7 @@ def run(
     rows = [r for part in parts for r in part]
     df, full, table4, table5 = summarize(rows)
     df.to_csv(os.path.join(output, "bc_results.csv"), index=False)
-    text = common.write_frame_table(
+    text = write_frame_table(
         table4,
         output,
         "bc_methods",
@@ -320,7 +321,7 @@ def run(
         "entry of the paper's Table 5 does; (median kept) is the typical choice.",
     )
     if len(table5):
-        text += "\n" + common.write_frame_table(
+        text += "\n" + write_frame_table(
             table5, output, "bc_svm_e", "SVM-E per kept feature (paper's Table 5)"
         )
     plot(full, table5, FEATURES, output)
@@ -373,8 +374,8 @@ def main(argv=None):
         args.seed,
         args.kernels,
         args.kept,
-        common.C_GRID[::step],
-        common.GAMMA_GRID[::step],
+        C_GRID[::step],
+        GAMMA_GRID[::step],
         args.cv,
         None,
         args.workers,

@@ -40,13 +40,15 @@ import time
 
 import numpy as np
 
-from ppa_dask.app import reports as common
 from ppa_dask.app.reproductions import (
     add_record_option,
     make_record,
     recorded_command,
     write_record,
 )
+from ppa_dask.app.scripts.output import write_frame_table
+from ppa_dask.app.scripts.tasks import cluster, fan_out
+from ppa_dask.datasets import load_covid_italy
 
 N_TRAIN = 58
 LEARNERS = ("KRN", "KRN-VSK aux", "KRN-VSK fit", "KRN-VSK aux+fit")
@@ -220,7 +222,7 @@ def run(
     import pandas as pd
 
     os.makedirs(output, exist_ok=True)
-    series = common.load_covid()
+    series = load_covid_italy(start="2020-02-24", end="2020-04-26")
     y = series["terapia_intensiva"]
     if len(y) != 63:
         raise ValueError(f"expected 63 days from 2020-02-24 to 2020-04-26, got {len(y)}")
@@ -237,8 +239,8 @@ def run(
         for b in batches
     ]
     t0 = time.perf_counter()
-    with common.cluster(client=client, workers=n_workers) as c:
-        parts = common.fan_out(c, sweep_task, tasks)
+    with cluster(client=client, workers=n_workers) as c:
+        parts = fan_out(c, sweep_task, tasks)
     elapsed = time.perf_counter() - t0
     rows = [r for part in parts for r in part[0]]
     preds = [p for part in parts for p in part[1]]
@@ -249,7 +251,7 @@ def run(
     for (nu, learner), g in df.groupby(["nu", "learner"], sort=False):
         i = g["RME"].idxmin()
         best_preds[(nu, learner)] = (df.loc[i, "eps"], int(df.loc[i, "RME"]), preds[i])
-    text = common.write_frame_table(
+    text = write_frame_table(
         best,
         output,
         "covid_best",

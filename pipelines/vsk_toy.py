@@ -34,13 +34,15 @@ import time
 
 import numpy as np
 
-from ppa_dask.app import reports as common
 from ppa_dask.app.reproductions import (
     add_record_option,
     make_record,
     recorded_command,
     write_record,
 )
+from ppa_dask.app.scripts.output import write_frame_table
+from ppa_dask.app.scripts.selection import C_GRID, GAMMA_GRID, svm_grid, tuned
+from ppa_dask.app.scripts.tasks import cluster, fan_out
 from ppa_dask.utils.seeds import task_seed
 
 POPULATION = 5000
@@ -115,14 +117,14 @@ def toy_task(seed, n_samples, n_features, rep, kernel, C_grid, gamma_grid, cv):
         nb = GaussianNB().fit(np.vstack([Xtr, Xpr]), np.concatenate([ytr, ypr]))
         row["f1_NB"] = f1_score(yte, nb.predict(Xte), average="weighted")
 
-        svm = common.tuned(SVC(kernel=kernel), common.svm_grid(kernel, "", C_grid, gamma_grid), cv)
+        svm = tuned(SVC(kernel=kernel), svm_grid(kernel, "", C_grid, gamma_grid), cv)
         svm.fit(Xtr, ytr)
         row["f1_SVM"] = f1_score(yte, svm.predict(Xte), average="weighted")
         row["params_SVM"] = str(svm.best_params_)
 
         psi = NaiveBayesScaling(extra_X=Xpr, extra_y=ypr)
-        vsk = common.tuned(
-            make_svm_vsk(kernel, psi=psi), common.svm_grid(kernel, "svc__", C_grid, gamma_grid), cv
+        vsk = tuned(
+            make_svm_vsk(kernel, psi=psi), svm_grid(kernel, "svc__", C_grid, gamma_grid), cv
         )
         vsk.fit(Xtr, ytr)
         row["f1_SVM-VSK"] = f1_score(yte, vsk.predict(Xte), average="weighted")
@@ -202,8 +204,8 @@ def run(
     kernels=("linear", "rbf"),
     n_reps=3,
     seed=1992,
-    C_grid=common.C_GRID,
-    gamma_grid=common.GAMMA_GRID,
+    C_grid=C_GRID,
+    gamma_grid=GAMMA_GRID,
     cv=5,
     client=None,
     n_workers=2,
@@ -229,12 +231,12 @@ def run(
         for k in kernels
     ]
     t0 = time.perf_counter()
-    with common.cluster(client=client, workers=n_workers) as c:
-        results = common.fan_out(c, toy_task, tasks)
+    with cluster(client=client, workers=n_workers) as c:
+        results = fan_out(c, toy_task, tasks)
     elapsed = time.perf_counter() - t0
     df, f1, spec = summarize(results)
     df.to_csv(os.path.join(output, "toy_results.csv"), index=False)
-    text = common.write_frame_table(
+    text = write_frame_table(
         f1,
         output,
         "toy_f1",
@@ -244,7 +246,7 @@ def run(
         f"{_grid_text(C_grid)} (and gamma in {_grid_text(gamma_grid)}).",
     )
     if len(spec):
-        text += "\n" + common.write_frame_table(
+        text += "\n" + write_frame_table(
             spec,
             output,
             "toy_spectral",
@@ -306,8 +308,8 @@ def main(argv=None):
         args.kernels,
         args.n_reps,
         args.seed,
-        common.C_GRID[::step],
-        common.GAMMA_GRID[::step],
+        C_GRID[::step],
+        GAMMA_GRID[::step],
         args.cv,
         None,
         args.workers,

@@ -40,6 +40,8 @@ from sklearn.utils import Bunch
 from ppa_dask.store import open_cube
 
 __all__ = [
+    "REGRESSION_DATASETS",
+    "load_regression_dataset",
     "PAPER_DATASETS",
     "PAPER_SHAPES",
     "PAPER_TABLE2_MINUTES",
@@ -811,6 +813,71 @@ def load_house_8l(*, return_X_y: bool = True):
     (22784, 8)
     """
     return _regression_arff("house_8L.arff", "price", return_X_y)
+
+
+#: The regression data sets of the feature-bagging stability scripts
+#: (:func:`load_regression_dataset`).
+REGRESSION_DATASETS = ("diabetes", "abalone", "cpu_act", "house_8l")
+
+
+def load_regression_dataset(name, n_samples=None, seed=0, standardize=False):
+    """``(X, y)`` of a regression data set of the stability scripts, as float64 arrays.
+
+    The scikit-learn diabetes data or one of the bundled :func:`load_abalone` (sex as codes),
+    :func:`load_cpu_act`, :func:`load_house_8l`, optionally row-subsampled and standardised.
+
+    Parameters
+    ----------
+    name : {"diabetes", "abalone", "cpu_act", "house_8l"}
+        One of :data:`REGRESSION_DATASETS`.
+    n_samples : int, optional
+        Keep this many rows, drawn without replacement by ``default_rng([seed, 17])`` and kept
+        in file order; None (or at least the data's rows) keeps every row.
+    seed : int, default 0
+        The seed of that draw.
+    standardize : bool, default False
+        Centre each feature and divide it by its standard deviation (constant features are
+        only centred).
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features), float64
+    y : ndarray of shape (n_samples,), float64
+
+    Raises
+    ------
+    ValueError
+        An unknown ``name``.
+
+    Examples
+    --------
+    >>> from ppa_dask.datasets import load_regression_dataset
+    >>> X, y = load_regression_dataset("diabetes", n_samples=100, standardize=True)
+    >>> X.shape, bool(abs(X.mean(axis=0)).max() < 1e-12)
+    ((100, 10), True)
+    """
+    if name == "diabetes":
+        from sklearn.datasets import load_diabetes
+
+        X, y = load_diabetes(return_X_y=True)
+    elif name == "abalone":
+        X, y = load_abalone(sex="codes")
+    elif name == "cpu_act":
+        X, y = load_cpu_act()
+    elif name == "house_8l":
+        X, y = load_house_8l()
+    else:
+        raise ValueError(f"unknown data set {name!r}; choose from {REGRESSION_DATASETS}")
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if n_samples is not None and n_samples < X.shape[0]:
+        rows = np.sort(
+            np.random.default_rng([seed, 17]).choice(X.shape[0], n_samples, replace=False)
+        )
+        X, y = X[rows], y[rows]
+    if standardize:
+        sd = X.std(axis=0)
+        X = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    return X, y
 
 
 _COVID_FILE = "dpc-covid19-ita-andamento-nazionale-2020-02-24_2020-04-30.csv"

@@ -37,13 +37,13 @@ import paper_multi_information as mi  # noqa: E402
 import paper_principal_surfaces as surfaces  # noqa: E402
 import paper_segmentation_subsets as segments  # noqa: E402
 
-from ppa_dask.app import reports as common  # noqa: E402
 from ppa_dask.app.experiments import (  # noqa: E402
     fit_method,
     multi_information_task,
     paper_split,
     reconstruction_mse,
 )
+from ppa_dask.app.scripts.output import read_csv  # noqa: E402
 from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES  # noqa: E402
 from ppa_dask.nlpca import NLPCA  # noqa: E402
 from ppa_dask.utils.seeds import task_seed  # noqa: E402
@@ -63,7 +63,7 @@ def _run(module, tmp_path_factory, *extra):
 
 def _assert_outputs(out, tables, figures):
     for stem in tables:
-        rows = common.read_csv(out / f"{stem}.csv")
+        rows = read_csv(out / f"{stem}.csv")
         assert rows, stem
         md = (out / f"{stem}.md").read_text().splitlines()
         assert sum(line.startswith("|") for line in md) >= 3, stem  # header, rule, a row
@@ -97,11 +97,11 @@ def test_reduction_writes_tables_1_2_and_fig8(reduction):
         ["table1_datasets", "relative_mse", "table2_fit_times", "nlpca_vs_ppa"],
         ["fig8_relative_mse_train.png", "fig8_relative_mse_test.png"],
     )
-    table1 = common.read_csv(out / "table1_datasets.csv")
+    table1 = read_csv(out / "table1_datasets.csv")
     assert [(int(r["n"]), int(r["d"])) for r in table1] == [
         PAPER_SHAPES[n] for n in PAPER_DATASETS
     ]
-    for row in common.read_csv(out / "table2_fit_times.csv"):
+    for row in read_csv(out / "table2_fit_times.csv"):
         assert float(row["pca"]) > 0 and float(row["ppa"]) > 0 and float(row["ppa_gd"]) > 0
         assert float(row["nlpca"]) > 0
         # PPA-GD's descent costs passes beyond PPA's one per step
@@ -114,7 +114,7 @@ def test_reduction_writes_tables_1_2_and_fig8(reduction):
 
 def test_reduction_tables_have_nlpca_up_to_its_units(reduction):
     result, out = reduction
-    rows = common.read_csv(out / "relative_mse.csv")
+    rows = read_csv(out / "relative_mse.csv")
     for name in PAPER_DATASETS:
         mine = [r for r in rows if r["dataset"] == name]
         for half in ("train", "test"):
@@ -138,11 +138,11 @@ def test_reduction_tables_have_nlpca_up_to_its_units(reduction):
 
 def test_reduction_report_compares_nlpca_with_ppa(reduction):
     result, out = reduction
-    rows = common.read_csv(out / "nlpca_vs_ppa.csv")
+    rows = read_csv(out / "nlpca_vs_ppa.csv")
     assert [(r["dataset"], int(r["k"])) for r in rows] == [
         (name, k) for name in PAPER_DATASETS for k in (1, 2, 3)
     ]
-    relative = common.read_csv(out / "relative_mse.csv")
+    relative = read_csv(out / "relative_mse.csv")
     for row in rows:
         (same,) = [r for r in relative if r["dataset"] == row["dataset"] and r["k"] == row["k"]]
         # the difference is NLPCA minus PPA on the test half, from the same numbers
@@ -160,7 +160,7 @@ def test_reduction_report_compares_nlpca_with_ppa(reduction):
 
 def test_ppa_training_error_is_at_most_pca_at_every_k(reduction):
     _, out = reduction
-    rows = common.read_csv(out / "relative_mse.csv")
+    rows = read_csv(out / "relative_mse.csv")
     assert {r["dataset"] for r in rows} == set(PAPER_DATASETS)
     for name in PAPER_DATASETS:
         d = PAPER_SHAPES[name][1]
@@ -199,7 +199,7 @@ def test_reduction_without_nlpca_keeps_the_three_methods(tmp_path):
         + ["--output", str(tmp_path)]
     )
     assert "nlpca" not in result["results"][0] and result["nlpca_vs_ppa"] == []
-    assert "nlpca_train" not in common.read_csv(tmp_path / "relative_mse.csv")[0]
+    assert "nlpca_train" not in read_csv(tmp_path / "relative_mse.csv")[0]
     assert "NLPCA" not in (tmp_path / "table2_fit_times.md").read_text().split("paper")[0]
     assert not (tmp_path / "nlpca_vs_ppa.csv").exists()
 
@@ -299,12 +299,12 @@ def test_multi_information_table3(information):
         ["table3_multi_information", "multi_information_all"],
         ["table3_multi_information.png"],
     )
-    rows = common.read_csv(out / "table3_multi_information.csv")
+    rows = read_csv(out / "table3_multi_information.csv")
     assert len(rows) == 6
     for row in rows:
         # integer-valued data sets (Sat, Pageblocks, Vehicles, Segmentation) included
         assert all(math.isfinite(float(row[m])) for m in ("pca", "ppa", "ppa_gd"))
-    for row in common.read_csv(out / "multi_information_all.csv"):
+    for row in read_csv(out / "multi_information_all.csv"):
         assert math.isfinite(float(row["mean"]))
     # where the paper's gap is wide, PPA removes more redundancy than PCA even at 300 rows
     for name in ("magic_gamma", "japanese_vowels", "vehicles"):
@@ -314,7 +314,7 @@ def test_multi_information_table3(information):
 def test_multi_information_table3_report_shows_every_data_set_with_ppa_above_pca(information):
     result, out = information
     report = (out / "report.md").read_text()
-    kde_rows = common.read_csv(out / "table3_multi_information_kde.csv")
+    kde_rows = read_csv(out / "table3_multi_information_kde.csv")
     assert len(kde_rows) == 6
     assert all(math.isfinite(float(row[m])) for row in kde_rows for m in ("pca", "ppa"))
     summary = result["summary"]
@@ -325,7 +325,7 @@ def test_multi_information_table3_report_shows_every_data_set_with_ppa_above_pca
         # dimensions leave PPA at PCA's level (measured -0.001), the full run has +0.03
         margin = -0.01 if name == "sat" else 0.02
         assert summary[name]["ppa"] > summary[name]["pca"] + margin, name
-    rows = common.read_csv(out / "table3_multi_information.csv")
+    rows = read_csv(out / "table3_multi_information.csv")
     every_row = all(float(r["ppa"]) > float(r["pca"]) for r in rows)
     verdict = "PPA > PCA in every row: **yes**" if every_row else "PPA > PCA in every row: **no**"
     assert report.count(verdict) >= 1
@@ -407,8 +407,8 @@ def test_helix_results_do_not_depend_on_the_workers(helices, tmp_path):
     result = helix.main(
         ["--quick", "--workers", "1", "--n-helices-4d", "1", "--output", str(tmp_path)]
     )
-    in_process = common.read_csv(out / "helix3d_draws.csv")
-    assert common.read_csv(tmp_path / "helix3d_draws.csv") == in_process
+    in_process = read_csv(out / "helix3d_draws.csv")
+    assert read_csv(tmp_path / "helix3d_draws.csv") == in_process
     assert result["helix4d"][0] == next(r for r in helices[0]["helix4d"] if r["helix"] == 0)
 
 
@@ -429,7 +429,7 @@ def test_ppa_metric_knn_ahead_with_few_training_points(neighbours):
         ["knn_accuracy", "knn_by_training_size"],
         ["fig4_knn_accuracy.png", "fig4_knn_training_size.png", "fig3_ppa_metric.png"],
     )
-    rows = common.read_csv(out / "knn_by_training_size.csv")
+    rows = read_csv(out / "knn_by_training_size.csv")
     for row in rows:
         assert 0.5 <= float(row["ppa"]) <= 1.0
     for curvature in (0.5, 1.5):

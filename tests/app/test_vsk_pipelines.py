@@ -15,7 +15,8 @@ import pandas as pd
 import paths
 import pytest
 
-from ppa_dask.app import reports
+from ppa_dask.app.scripts import output, selection
+from ppa_dask.datasets import load_breast_cancer_wisconsin
 
 # the VSK pipelines end to end on a LocalCluster
 pytestmark = pytest.mark.cluster
@@ -193,7 +194,7 @@ def test_rounded_mean_error_rounds_half_down():
 
 def test_pipeline_tables_are_markdown_pipe_tables(tmp_path):
     df = pd.DataFrame({"a": [1, 2], "b": [0.12345, np.nan]})
-    text = reports.write_frame_table(df, str(tmp_path), "t", "T")
+    text = output.write_frame_table(df, str(tmp_path), "t", "T")
     assert text.splitlines()[2:] == ["| a | b |", "|---|---|", "| 1 | 0.123 |", "| 2 | nan |"]
     assert pd.read_csv(tmp_path / "t.csv").shape == (2, 2)
 
@@ -223,7 +224,7 @@ def test_blockwise_diagnostics_on_the_cluster_equal_dense(client):
 
 
 def test_weighted_f1_is_scikit_learns_weighted_f1_to_the_bit():
-    # the grid searches score with reports.weighted_f1 (scikit-learn's checks of the labels
+    # the grid searches score with selection.weighted_f1 (scikit-learn's checks of the labels
     # took half the breast cancer pipeline's time); it must be the same float, or ties
     # between grid points could break differently
     import warnings
@@ -243,9 +244,9 @@ def test_weighted_f1_is_scikit_learns_weighted_f1_to_the_bit():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # zero divisions: scikit-learn warns, both give 0
             expected = f1_score(y_true, y_pred, average="weighted")
-        assert reports.weighted_f1(y_true, y_pred) == expected, (y_true, y_pred)
+        assert selection.weighted_f1(y_true, y_pred) == expected, (y_true, y_pred)
     with pytest.raises(ValueError, match="one length, got 3 and 2 labels"):
-        reports.weighted_f1([1, 2, 2], [1, 2])
+        selection.weighted_f1([1, 2, 2], [1, 2])
 
 
 def test_tuned_search_scores_as_the_f1_weighted_search():
@@ -257,12 +258,12 @@ def test_tuned_search_scores_as_the_f1_weighted_search():
     from ppa_dask.vsk import make_svm_vsk
 
     bc = _load("vsk_breast_cancer")
-    X, y = reports.load_breast_cancer()
+    X, y = load_breast_cancer_wisconsin()
     train, test = bc.split(len(y), 0, 1)
     Xtr, _ = bc._scaled(X, train, test)
     for estimator, prefix in ((SVC(kernel="rbf"), ""), (make_svm_vsk("rbf"), "svc__")):
-        grid = reports.svm_grid("rbf", prefix, (2.0**-6, 0.5, 8.0, 32.0), (1e-6, 0.1, 1.0, 10.0))
-        ours = reports.tuned(estimator, grid, cv=5).fit(Xtr, y[train])
+        grid = selection.svm_grid("rbf", prefix, (2.0**-6, 0.5, 8.0, 32.0), (1e-6, 0.1, 1.0, 10.0))
+        ours = selection.tuned(estimator, grid, cv=5).fit(Xtr, y[train])
         theirs = GridSearchCV(estimator, grid, cv=5, scoring="f1_weighted").fit(Xtr, y[train])
         for key in [f"split{i}_test_score" for i in range(5)] + ["mean_test_score"]:
             np.testing.assert_array_equal(ours.cv_results_[key], theirs.cv_results_[key])

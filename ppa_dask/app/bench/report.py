@@ -15,7 +15,7 @@ import platform
 import numpy as np
 
 from ppa_dask.app.bench.harness import anchor
-from ppa_dask.app.reports import new_figure
+from ppa_dask.app.scripts.figures import new_figure
 from ppa_dask.utils.files import temp_sibling
 from ppa_dask.utils.tables import pipe_table
 from ppa_dask.utils.version import VERSION
