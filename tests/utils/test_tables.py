@@ -18,7 +18,7 @@ PACKAGE = pathlib.Path(ppa_dask.__file__).parent
 
 #: Modules that still spell a table's rule themselves, to be moved onto pipe_table by the
 #: helpers restructuring them (issue 24); remove a module from here when it adopts pipe_table.
-NOT_YET_ON_PIPE_TABLE = {"app/bench.py", "app/pipeline.py"}
+NOT_YET_ON_PIPE_TABLE = set()
 
 
 def _parsed(text):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import csv
 
+from ppa_dask.utils.tables import pipe_table
+
 __all__ = ["error_rows", "format_error_table", "write_error_csv", "write_error_markdown"]
 
 
@@ -41,10 +43,13 @@ def write_error_csv(path, rows):
 
 
 def write_error_markdown(path, rows, total_variance, caption):
+    table = pipe_table(
+        ["k", "PCA MSE", "PPA MSE", "PPA/PCA %"],
+        [[str(k), f"{pca:.6g}", f"{ppa:.6g}", _percent_cell(pct)] for k, pca, ppa, pct in rows],
+        align="right",
+    )
     lines = [
-        "| k | PCA MSE | PPA MSE | PPA/PCA % |",
-        "|---:|---:|---:|---:|",
-        *(f"| {k} | {pca:.6g} | {ppa:.6g} | {_percent_cell(pct)} |" for k, pca, ppa, pct in rows),
+        table,
         "",
         f"Total variance (k = 0): {total_variance:.6g}. {caption}",
         "",
