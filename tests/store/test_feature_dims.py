@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
+from rasters import write_tif
 
 from ppa_dask import PPA, store
 from ppa_dask.app.cli import main
@@ -76,27 +77,6 @@ NY, NX = 24, 32
 DATES = ["20200710", "20200510", "20200608"]  # not in date order: the series sorts them
 
 
-def _write_tif(path, bands):
-    import rasterio
-    from rasterio.transform import from_origin
-
-    with rasterio.open(
-        path,
-        "w",
-        driver="GTiff",
-        width=NX,
-        height=NY,
-        count=bands.shape[0],
-        dtype=bands.dtype,
-        crs="EPSG:32621",
-        transform=from_origin(500000, 4000000, 30, 30),
-        tiled=True,
-        blockxsize=16,
-        blockysize=16,
-    ) as dst:
-        dst.write(bands)
-
-
 @pytest.fixture
 def dated_files(tmp_path):
     """Three dated 4-band uint16 GeoTIFFs on one grid, no no-data tag, the date 2020-06-08
@@ -110,7 +90,7 @@ def dated_files(tmp_path):
         if date == "20200608":
             bands[:, :3, :] = 0
         stacks[date] = bands
-        _write_tif(tmp_path / f"LC08_L1TP_227065_{date}_20200824_02_T1.TIF", bands)
+        write_tif(tmp_path / f"LC08_L1TP_227065_{date}_20200824_02_T1.TIF", bands)
     ordered = [stacks[d] for d in sorted(DATES)]
     rows = np.concatenate([b.reshape(4, -1).T for b in ordered], axis=1).astype(np.float64)
     valid = ~(rows == 0).any(axis=1)

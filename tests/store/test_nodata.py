@@ -17,6 +17,7 @@ import dask
 import numpy as np
 import pytest
 import xarray as xr
+from rasters import write_tif
 
 from ppa_dask import PPA, store
 from ppa_dask.app.cli import main
@@ -48,29 +49,6 @@ def _fill(bands, n_pixels, value=0, which=(0, 1, 2)):
     for b in which:
         flat[b, :n_pixels] = value
     return out
-
-
-def _write_tif(path, bands, nodata=None):
-    import rasterio
-    from rasterio.transform import from_origin
-
-    with rasterio.open(
-        path,
-        "w",
-        driver="GTiff",
-        width=NX,
-        height=NY,
-        count=bands.shape[0],
-        dtype=bands.dtype,
-        crs="EPSG:32621",
-        transform=from_origin(500000, 4000000, 30, 30),
-        nodata=nodata,
-        tiled=True,
-        blockxsize=16,
-        blockysize=16,
-    ) as dst:
-        dst.write(bands)
-    return str(path)
 
 
 def _read_tif(path):
@@ -122,7 +100,7 @@ def test_a_files_nodata_tag_leaves_its_pixels_out_in_every_band(tmp_path):
     # a whole (a pixel any of whose bands equals the value)
     bands = _fill(_bands(), NY * NX // 5)
     bands[1, -1, -1] = 0
-    path = _write_tif(tmp_path / "tagged.tif", bands, nodata=0)
+    path = write_tif(tmp_path / "tagged.tif", bands, nodata=0)
     raw, tag = _read_tif(path)
     assert tag == 0
     cube = store.open_cube(path)
@@ -142,7 +120,7 @@ def test_a_files_nodata_tag_leaves_its_pixels_out_in_every_band(tmp_path):
 
 def test_untagged_fill_in_every_band_warns_once_and_nodata_fixes_the_fit(tmp_path):
     n_fill = NY * NX // 6  # 16.7 %
-    path = _write_tif(tmp_path / "scene.tif", _fill(_bands(), n_fill))
+    path = write_tif(tmp_path / "scene.tif", _fill(_bands(), n_fill))
     raw, tag = _read_tif(path)
     assert tag is None
     model, caught = _fit_quietly(store.open_cube(path))
@@ -165,7 +143,7 @@ def test_untagged_fill_in_every_band_warns_once_and_nodata_fixes_the_fit(tmp_pat
 
 def test_none_overrides_the_tag_and_fits_every_pixel(tmp_path):
     bands = _fill(_bands(), NY * NX // 5)
-    path = _write_tif(tmp_path / "tagged.tif", bands, nodata=0)
+    path = write_tif(tmp_path / "tagged.tif", bands, nodata=0)
     cube = store.open_cube(path, nodata="none")
     assert cube.encoding["ppa_dask_nodata"] is None and not np.isnan(cube.values).any()
     model, caught = _fit_quietly(cube)
@@ -184,7 +162,7 @@ def test_none_overrides_the_tag_and_fits_every_pixel(tmp_path):
     ],
 )
 def test_the_warning_appears_exactly_when_it_should(tmp_path, n_fill, which, value, warns):
-    path = _write_tif(tmp_path / "s.tif", _fill(_bands(), n_fill, value, which))
+    path = write_tif(tmp_path / "s.tif", _fill(_bands(), n_fill, value, which))
     _, caught = _fit_quietly(store.open_cube(path))
     assert len(caught) == (1 if warns else 0)
     if warns:
@@ -220,7 +198,7 @@ def test_a_packed_netcdf_fill_value_is_the_tag_and_none_keeps_it(tmp_path):
 
 
 def test_bad_nodata_values_are_refused_by_name(tmp_path):
-    path = _write_tif(tmp_path / "s.tif", _bands())
+    path = write_tif(tmp_path / "s.tif", _bands())
     for bad in ("zero", float("nan"), True, [0]):
         with pytest.raises(ValueError, match="nodata must be a finite number"):
             store.open_cube(path, nodata=bad)
@@ -238,7 +216,7 @@ def test_bad_nodata_values_are_refused_by_name(tmp_path):
 @pytest.mark.slow
 def test_cli_warns_in_one_line_and_nodata_carries_to_transform(tmp_path, capsys):
     n_fill = NY * NX // 5
-    path = _write_tif(tmp_path / "scene.tif", _fill(_bands(), n_fill))
+    path = write_tif(tmp_path / "scene.tif", _fill(_bands(), n_fill))
     raw, _ = _read_tif(path)
     rows, valid = _by_hand(raw, 0)
     base = ["--degree", "2", "--seed", "0", *THREADS]
@@ -293,7 +271,7 @@ def _run(tmp_path, **data):
 
 @pytest.mark.slow
 def test_pipeline_data_nodata(tmp_path):
-    path = _write_tif(tmp_path / "scene.tif", _fill(_bands(), NY * NX // 5))
+    path = write_tif(tmp_path / "scene.tif", _fill(_bands(), NY * NX // 5))
     raw, _ = _read_tif(path)
     rows, valid = _by_hand(raw, 0)
     out, log, caught = _run(tmp_path / "a", source="geotiff", path=path)
