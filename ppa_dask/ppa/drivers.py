@@ -216,6 +216,18 @@ class Driver:
     def close(self):
         """Release what the driver holds (persisted blocks, checkpoint files)."""
 
+    def max_abs(self):
+        """Largest ``|x|`` of the data (NaN if they hold a NaN): one reduction, no copy.
+
+        :meth:`ppa_dask.PPA.fit` asks for it only when the first pass finds moments that float64
+        cannot hold, to rescale the data (:meth:`rescaled`)."""
+        raise NotImplementedError
+
+    def rescaled(self, exponent):
+        """A new driver of the same kind and options over the data times ``2**exponent``
+        (exact in float64; lazily for Dask), for a fit on rescaled data."""
+        raise NotImplementedError
+
 
 class NumpyDriver(Driver):
     """In-memory driver: the kernels run on the whole array, which they walk in cache-sized
@@ -230,6 +242,7 @@ class NumpyDriver(Driver):
         self.X = X
         self.n_samples, self.n_features = X.shape
         self.block_rows = int(block_rows)
+        self._limit_blas = limit_blas
         self._blas = one_blas_thread if limit_blas else contextlib.nullcontext
         self._residual = None  # feature-major (f, n), made by the first step pass
         self._frame = ResidualFrame()  # the residual's coordinates (shrinks as steps are fitted)
@@ -300,6 +313,13 @@ class NumpyDriver(Driver):
 
     def close(self):
         self._residual = None
+
+    def max_abs(self):
+        return float(max(self.X.max(), -self.X.min()))
+
+    def rescaled(self, exponent):
+        X = np.ldexp(self.X, exponent, dtype=np.float64)
+        return NumpyDriver(X, block_rows=self.block_rows, limit_blas=self._limit_blas)
 
 
 def _cluster_memory_bytes():
@@ -745,6 +765,11 @@ class DaskDriver(Driver):
             groups = dask.config.get(PASS_GROUPS_CONFIG, "auto")
         if not (groups is None or groups == "auto" or (isinstance(groups, int) and groups > 0)):
             raise ValueError(f"groups must be 'auto', a positive int or None, got {groups!r}")
+        # what rescaled() passes on to the driver of the rescaled data
+        self._given = dict(
+            X=X, residual_cache=residual_cache, split_every=split_every,
+            block_rows=block_rows, checkpoint_dir=checkpoint_dir, groups=groups,
+        )  # fmt: skip
         if X.numblocks[1] != 1:
             X = X.rechunk({1: -1})
         self.X = X
@@ -1176,6 +1201,18 @@ class DaskDriver(Driver):
         )
         total = self._merge_groups(compute(*parts), kernels.combine_objective_moments)
         return _objective_in_ambient(frame, total)
+
+    def max_abs(self):
+        import dask.array as da
+
+        (largest,) = compute(da.maximum(self.X.max(), -self.X.min()))
+        return float(largest)
+
+    def rescaled(self, exponent):
+        # the input as given (before the feature chunks were merged), as fit() built it
+        given = dict(self._given)
+        given["X"] = given["X"].map_blocks(np.ldexp, exponent, dtype=np.float64)
+        return DaskDriver(**given)
 
     def close(self):
         self._held, self._held_source = None, False

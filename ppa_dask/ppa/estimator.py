@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import numbers
 import os
 
@@ -13,12 +12,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ppa_dask.ppa import algebra as _algebra
 from ppa_dask.ppa import kernels
+from ppa_dask.ppa import steps as _steps
 from ppa_dask.ppa.drivers import (
-    AUTO_LOOKAHEAD_MAX,
     RESIDUAL_CACHES,
     DaskDriver,
     NumpyDriver,
-    StepSpec,
 )
 from ppa_dask.ppa.metric import coefficient_variances, metric_from_jacobian
 from ppa_dask.store.encoding import register_estimator
@@ -28,8 +26,7 @@ from ppa_dask.store.seam import labelled, labelled_fit
 from ppa_dask.store.stacker import COMPONENT_DIM
 from ppa_dask.utils.arrays import check_dask_samples, is_dask
 from ppa_dask.utils.blas import one_blas_thread
-from ppa_dask.utils.compute import compute, current_client, tree_reduce
-from ppa_dask.utils.events import publish_step
+from ppa_dask.utils.compute import compute, tree_reduce
 from ppa_dask.utils.params import (
     PATH,
     AnyOf,
@@ -45,8 +42,6 @@ from ppa_dask.utils.warnings import RankDeficientWarning, warn
 
 __all__ = ["PARAMETER_CONSTRAINTS", "PPA"]
 
-# rows kept on the client to estimate each step's range of alpha before its pass
-_RANGE_SAMPLE_ROWS = 8192
 #: What each parameter of :class:`PPA` may be (:mod:`ppa_dask.utils.params` constraints): the
 #: one declaration, which the CLI's choices and the pipeline file's allowed values read.
 #: ``n_components``, bounded by the data, is added at fit; ``degree`` (an int or candidates) is
@@ -67,46 +62,6 @@ PARAMETER_CONSTRAINTS = {
 MAX_CANDIDATE_DEGREES = 1000
 # fitted attributes that input validation sets at the start of fit
 _VALIDATION_ATTRS = ("n_features_in_", "feature_names_in_")
-
-
-def _trailing_linear(degrees):
-    """How many of the last steps in ``degrees`` are linear (degree 1), in a row."""
-    run = 0
-    for g in reversed(degrees):
-        if g != 1:
-            break
-        run += 1
-    return run
-
-
-@functools.lru_cache(maxsize=64)
-def _min_samples_for_folds(seed, n_folds, need):
-    """Fewest rows ``m`` for which every training fold (all folds but one) of rows ``0 .. m-1``
-    holds at least ``need`` rows, under the fit's fold labels (:func:`kernels.fold_labels`).
-
-    A training fold's size ``m - count_f(m)`` never shrinks as rows are added, so the first
-    ``m`` that works is the answer for every larger row count too.
-    """
-    # m - count_f(m) <= m - m / n_folds for the largest fold, so no m under
-    # need * n_folds / (n_folds - 1) works: the labels up to there are only counted, and from
-    # there on scanned a block at a time. Time is linear in the answer and memory one block,
-    # whatever the degree (a candidate degree of 3,000,000 once cost 37 s and gigabytes here)
-    lower = need if n_folds < 2 else -(-need * n_folds // (n_folds - 1))
-    counts = np.zeros(n_folds, dtype=np.int64)
-    start, block = 0, 2**20
-    while start < lower - 1:
-        stop = min(start + block, lower - 1)
-        counts += np.bincount(kernels.fold_labels(start, stop, seed, n_folds), minlength=n_folds)
-        start = stop
-    block = max(64, 2**20 // n_folds)
-    while True:
-        labels = kernels.fold_labels(start, start + block, seed, n_folds)
-        running = counts + np.cumsum(labels[:, None] == np.arange(n_folds), axis=0)
-        rows = np.arange(start + 1, start + block + 1)
-        enough = np.flatnonzero(rows - running.max(axis=1) >= need)
-        if enough.size:
-            return start + int(enough[0]) + 1
-        counts, start = running[-1], start + block
 
 
 # total variance (trace of the covariance) inside which a fit's float64 moments are exact to
@@ -195,23 +150,6 @@ def _check_storable_variance(variance, exponent):
             "variances (explained_variance_, ...) cannot be stored; multiply X by a constant "
             f"(e.g. 2**{-exponent}) and fit again."
         )
-
-
-def _max_abs(X):
-    """Largest ``|x|`` of X (NaN if X holds a NaN), one reduction without a copy of X."""
-    if is_dask(X):
-        import dask.array as da
-
-        (largest,) = compute(da.maximum(X.max(), -X.min()))
-        return float(largest)
-    return float(max(X.max(), -X.min()))
-
-
-def _ldexp(X, exponent):
-    """``X * 2**exponent`` exactly (in float64), lazily for Dask."""
-    if is_dask(X):
-        return X.map_blocks(np.ldexp, exponent, dtype=np.float64)
-    return np.ldexp(X, exponent, dtype=np.float64)
 
 
 def _in_input_units(fitted, exponent):
@@ -521,31 +459,14 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # a cost next to a fit of a small data set)
         k = check_params(spec, {name: getattr(self, name) for name in spec})["n_components"]
         n_steps = n_features - 1 if k is None else k
-        max_degree = candidates[-1]
-        if fixed and n_samples < max_degree + 1:
-            raise ValueError(
-                f"X has {n_samples} sample(s); degree {max_degree} needs at least "
-                f"{max_degree + 1} rows."
-            )
+        _steps.check_rows(n_samples, candidates, None if fixed else self.cv)
         return candidates, fixed, n_steps
 
     def _check_fold_rows(self, n_samples, candidates, fixed, fold_seed):
         """Refuse too few rows for the cross-validation folds of ``fold_seed`` (parameters
         already checked by :meth:`_check_params`)."""
-        max_degree = candidates[-1]
         if not fixed:
-            folds = int(self.cv)
-            needed = _min_samples_for_folds(fold_seed, folds, max_degree + 1)
-            if n_samples < needed:
-                labels = kernels.fold_labels(0, n_samples, fold_seed, folds)
-                smallest = n_samples - int(np.bincount(labels, minlength=folds).max())
-                raise ValueError(
-                    f"X has {n_samples} sample(s); in {folds}-fold cross-validation of degrees "
-                    f"up to {max_degree} with these folds (fold seed {fold_seed}) the smallest "
-                    f"training fold has {smallest} rows; degree {max_degree} needs at least "
-                    f"{max_degree + 1}, which the folds reach from {needed} samples. Use more "
-                    "samples, fewer folds or lower degrees."
-                )
+            _steps.check_rows(n_samples, candidates, self.cv, fold_seed)
 
     def check_shape(self, n_samples, n_features):
         """Refuse parameters the data's shape cannot take, before any data are read.
@@ -601,16 +522,6 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             )
         return X
 
-    @staticmethod
-    def _report_nonfinite(n_nan, n_inf, name="X"):
-        bad = n_nan + n_inf
-        if bad.any():
-            cols = np.flatnonzero(bad).tolist()
-            raise ValueError(
-                f"{name} contains {int(n_nan.sum())} NaN and {int(n_inf.sum())} inf values, in "
-                f"columns {cols}; PPA needs finite input (drop or impute those samples)."
-            )
-
     # ---------------------------------------------------------------------------------------
     # fit
     # ---------------------------------------------------------------------------------------
@@ -658,7 +569,9 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise
 
     def _fit(self, X, progress=None):
-        if is_dask(X):
+        # the one test of the array type in a fit: the driver does the whole-array work
+        in_dask = is_dask(X)
+        if in_dask:
             X = self._validate_dask(X, reset=True)
         else:
             X = validate_data(
@@ -681,10 +594,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         seed = estimator_seed(self.random_state)  # drawn once, whichever data the fit reads
         # in memory the whole fit (passes and the small algebra between them) runs on one BLAS
         # thread, set once: per pass, setting and restoring it is a cost on small data
-        with contextlib.nullcontext() if is_dask(X) else one_blas_thread():
-            driver = self._driver_for(X)
+        with contextlib.nullcontext() if in_dask else one_blas_thread():
+            driver = self._driver_for(X, in_dask)
             try:
-                checked = _MagnitudeCheck(driver, lambda: _max_abs(X))
+                checked = _MagnitudeCheck(driver, driver.max_abs)
                 return self._fit_driver(
                     checked, progress, seed, checked_params=checked_params, dtype=X.dtype
                 )
@@ -692,7 +605,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 exponent = rescale.exponent
             finally:
                 driver.close()
-            driver = self._driver_for(_ldexp(X, -exponent))
+            driver = driver.rescaled(-exponent)
             try:
                 # the discarded first pass and the max-abs reduction were passes over the data
                 checked = _MagnitudeCheck(driver, exponent=exponent)
@@ -703,8 +616,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             finally:
                 driver.close()
 
-    def _driver_for(self, X):
-        if is_dask(X):
+    def _driver_for(self, X, in_dask):
+        if in_dask:
             checkpoint_dir = (
                 None if self.checkpoint_dir is None else os.fspath(self.checkpoint_dir)
             )
@@ -762,7 +675,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """:meth:`fit_with_driver` on data divided by ``2**exponent``: the fitted attributes
         are scaled back to the input's units (exactly: powers of two). ``checked_params`` is
         what :meth:`_check_params` returned for the driver's shape, if the caller checked;
-        ``dtype`` the input's (its rounding enters the rank tolerance, :func:`rank_rtol`)."""
+        ``dtype`` the input's (its rounding enters the rank tolerance, :func:`rank_rtol`). The
+        steps are :func:`ppa_dask.ppa.steps.fit_steps`."""
         if checked_params is None:
             checked_params = self._check_params(driver.n_samples, driver.n_features)
         if seed is None:
@@ -770,11 +684,20 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         candidates, fixed, n_steps = checked_params
         # the folds are known now, before any pass: refuse too few rows for them up front
         self._check_fold_rows(driver.n_samples, candidates, fixed, seed)
-        n_folds = 1 if fixed else int(self.cv)
         rtol = _algebra.rank_rtol(driver.n_features, dtype)
-        fitted = self._fit_steps(
-            driver, candidates, fixed, n_steps, seed, n_folds, progress, rank_rtol=rtol
+        settings = _steps.StepSettings(
+            candidates=tuple(candidates),
+            n_steps=n_steps,
+            seed=seed,
+            cv=None if fixed else int(self.cv),
+            lookahead=self.lookahead,
+            leading_vector=self.leading_vector,
+            gd_max_iter=self.gd_max_iter,
+            gd_tol=self.gd_tol,
+            rank_rtol=rtol,
+            last_variance=self.n_components is None,
         )
+        fitted = _steps.fit_steps(driver, settings, progress, owner=self)
         if exponent:
             fitted = _in_input_units(fitted, exponent)
         _warn_rank(fitted, rtol, int(driver.n_features), n_steps)
@@ -784,214 +707,6 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.n_passes_ = driver.n_passes + extra_passes
         self.residual_cache_ = driver.residual_cache
         return self
-
-    def _fit_steps(
-        self, driver, candidates, fixed, n_steps, seed, n_folds, progress=None, rank_rtol=0.0
-    ):
-        """The sequence of steps: small algebra on the client between passes.
-
-        A step whose residual variance is at most ``rank_rtol`` times the total (rounding:
-        the data are reconstructed by the steps before it) is fitted linear, whatever the
-        cross-validation says of the rounding, and so is every step after it.
-        """
-        n_total = driver.n_samples
-        if n_total <= _RANGE_SAMPLE_ROWS:
-            sample_index = np.arange(n_total)  # every row: what the sorted draw below gives
-        else:
-            sample_index = np.sort(
-                np.random.default_rng([seed, n_total]).choice(
-                    n_total, size=_RANGE_SAMPLE_ROWS, replace=False
-                )
-            )
-        first = driver.first_pass(sample_index)
-        self._report_nonfinite(first["n_nan"], first["n_inf"])
-        n, mean = first["n"], first["mean"]
-        C = first["scatter"] / n
-        d = mean.shape[0]
-        total_variance = float(np.trace(C))
-        rank_tol = rank_rtol * total_variance
-        past_rank = False  # once the residual is rounding, every later step is linear
-        # the fixed row sample follows the fitted steps on the client, so each step's basis
-        # interval (the range of its alpha) is known before that step's pass
-        sample = kernels.centred_block(first["sample"], mean)  # feature-major, like residuals
-        basis = np.eye(d)
-        steps, degrees, scores, variances, residual = [], [], [], [], [total_variance]
-        max_degree = candidates[-1]
-        gd = self.leading_vector == "gd"
-        gd_history = []
-        # steps whose moments a pass gathers ahead (none where no step can be linear)
-        n_ahead = driver.auto_lookahead() if self.lookahead == "auto" else int(self.lookahead)
-        if gd or candidates[0] != 1:
-            n_ahead = 0
-        grow = self.lookahead == "auto" and n_ahead > 0
-        ahead = []  # (prediction, moments) of the next steps, valid while the steps are linear
-        # the dashboard's step records go to a distributed Client's scheduler: looked up once
-        publishing = current_client() is not None
-        for p in range(n_steps):
-            past_rank = past_rank or residual[-1] <= rank_tol
-            e, variance, next_basis = _algebra.leading_direction(C, basis)
-            offset, scale = _algebra.basis_interval(e @ sample, total_variance)
-            gathered = ahead.pop(0) if ahead else None
-            if gathered is not None and _algebra.confirms(gathered[0], e, offset, scale):
-                # every step since the pass that gathered this one was linear: its moments
-                # are this step's, taken at the predicted spec (equal up to rounding)
-                (e, variance, next_basis, offset, scale), moments = gathered
-            else:
-                # gather ahead in full after a linear step or an isolated curved one (the late
-                # steps of spectra are long linear runs), else (at the first step, within a
-                # run of curved steps) one step: little is lost where the hypothesis fails,
-                # and the first linear step after curved ones still finds its successor
-                L = n_ahead if candidates == [1] or 1 in degrees[-2:] else min(n_ahead, 1)
-                if grow and n_ahead == L:
-                    # "auto" after a run of linear steps: as many steps ahead as that run (at
-                    # most AUTO_LOOKAHEAD_MAX), so a speculation that fails wastes no more
-                    # gathering than the run it follows confirmed
-                    L = max(L, min(_trailing_linear(degrees), AUTO_LOOKAHEAD_MAX))
-                predictions = _algebra.linear_lookahead(
-                    C, e, next_basis, sample, total_variance, min(L, n_steps - 1 - p)
-                )
-                spec = StepSpec(
-                    e,
-                    offset,
-                    scale,
-                    max_degree,
-                    seed,
-                    n_folds,
-                    subspace=basis,
-                    ahead=tuple((q.direction, q.offset, q.scale) for q in predictions),
-                )
-                # PPA-GD reads the residual again after this pass, so it is kept even at the
-                # last step
-                moments = driver.step_pass(mean, steps, spec, last=p == n_steps - 1 and not gd)
-                gathered = _algebra.deflate_ahead(
-                    moments.pop("ahead", []), [e] + [q.direction for q in predictions]
-                )
-                ahead = list(zip(predictions, gathered))
-            if not fixed:
-                smallest = int((n - moments["n"]).min())
-                if smallest < max_degree + 1:
-                    raise ValueError(
-                        f"a cross-validation training fold has {smallest} rows; degree "
-                        f"{max_degree} needs at least {max_degree + 1}. Use fewer folds, lower "
-                        "degrees or more samples."
-                    )
-                step_scores = _algebra.cv_scores(moments, e, candidates)
-                scores.append(step_scores)
-                # residual[-1] is the trace of C (clamped at 0, as choose_degree clamps it)
-                chosen = _algebra.choose_degree(step_scores, candidates, residual[-1])
-            else:
-                chosen = candidates[0]
-            if past_rank:
-                chosen = 1  # no polynomial on rounding
-            if gd and past_rank:
-                # nothing to descend on: the objective is rounding at every direction
-                f0 = residual[-1]
-                gd_history.append(
-                    dict(objective_start=f0, objective=f0, n_iter=0, n_passes=0,
-                         converged=True, angle=0.0)
-                )  # fmt: skip
-            elif gd:
-                moved, record = self._refine_direction(
-                    driver, mean, steps, e, chosen, basis, sample, total_variance
-                )
-                gd_history.append(record)
-                if moved is not None:
-                    # the best trial's pass holds the step's moments at its e: fit from them
-                    e, offset, scale, moments = moved
-                    variance = max(float(e @ C @ e), 0.0)  # alpha's variance, for any unit e
-                    next_basis = _algebra.complement_basis(basis, e)
-            if chosen != 1:
-                ahead = []  # gathered on the hypothesis that this step is linear
-            U, S_vv, S_zv = _algebra.fit_step(moments, e, next_basis, chosen)
-            lo, hi = float(moments["tmin"]), float(moments["tmax"])
-            step = kernels.StepParams(e, U, offset, scale, lo, hi)
-            steps.append(step)
-            degrees.append(chosen)
-            variances.append(variance)
-            C = _algebra.next_covariance(C, e, U, S_vv, S_zv, n)
-            residual.append(max(float(np.trace(C)), 0.0))
-            basis = next_basis
-            kernels.step_forward(sample, step, out=sample)  # the fit's own copy: in place
-            # the step's record for the dashboard page (only under a distributed Client)
-            if publishing:
-                publish_step(
-                    self, step=p, n_steps=n_steps, n_samples=n, n_features=d, degree=chosen,
-                    candidates=candidates, cv_scores=scores[-1] if scores else None,
-                    variance=variance, residual=residual[-1],
-                )  # fmt: skip
-            if progress is not None:
-                progress(p + 1, n_steps)
-
-        # orient the residual axes so that [e_1 .. e_k, residual basis] is a rotation: then every
-        # factor of the Jacobian is a shear of a rotation and det J = +1, not just |det J| = 1
-        residual_basis = basis.copy()
-        frame = np.vstack([np.array([s.direction for s in steps]), residual_basis.T])
-        if np.linalg.det(frame) < 0:
-            residual_basis[:, 0] *= -1
-        if self.n_components is None:
-            last = residual_basis[:, 0]
-            variances.append(max(float(last @ C @ last), 0.0))
-        reduced = basis.T @ C @ basis  # the covariance left, in its own subspace
-        rank = _algebra.numerical_rank(residual, rank_tol, np.linalg.eigvalsh(reduced))
-        ddof = n / (n - 1) if n > 1 else 1.0
-        explained = np.asarray(variances) * ddof
-        padded = np.zeros((n_steps, d, max(degrees) + 1))
-        for p, step in enumerate(steps):
-            padded[p, :, : step.coef.shape[1]] = step.coef
-        return dict(
-            mean_=mean,
-            leading_vectors_=np.array([s.direction for s in steps]),
-            coefficients_=padded,
-            basis_intervals_=np.array([[s.offset, s.scale] for s in steps]),
-            alpha_ranges_=np.array(
-                [[s.offset + s.lo * s.scale, s.offset + s.hi * s.scale] for s in steps]
-            ),
-            residual_basis_=residual_basis,
-            degrees_=np.array(degrees, dtype=int),
-            cv_scores_=None if fixed else np.array(scores),
-            explained_variance_=explained,
-            residual_variance_=np.array(residual),
-            n_components_=len(explained),
-            n_samples_=int(n),
-            rank_=int(rank),
-            fold_seed_=seed if not fixed else None,
-            gd_history_=gd_history if gd else None,
-        )
-
-    def _refine_direction(self, driver, mean, steps, e, degree, basis, sample, total_variance):
-        """PPA-GD for one step: descend from the eigenvector ``e`` on the step's objective.
-
-        Each evaluation is one :meth:`objective_pass` at a trial unit vector of the residual
-        subspace ``span(basis)``, with the degree held at ``degree`` and the basis interval
-        recomputed from the row sample for that vector (the objective does not depend on the
-        interval: the polynomials of a degree span the same space on any interval). Returns
-        ``(moved, record)``: ``moved`` is ``(e, offset, scale, step moments)`` of the best point
-        when it beats the start, else None (the step is then the PCA-based one, unchanged).
-        """
-
-        def evaluate(direction):
-            offset, scale = _algebra.basis_interval(direction @ sample, total_variance)
-            spec = StepSpec(direction, offset, scale, degree, 0, 1, subspace=basis)
-            moments = driver.objective_pass(mean, steps, spec)
-            f, gradient = _algebra.gd_objective(moments, direction, basis, scale)
-            return f, gradient, (offset, scale, moments)
-
-        (best, f, _, payload), info = _algebra.sphere_minimize(
-            evaluate, e, basis, max_evals=int(self.gd_max_iter) + 1, tol=float(self.gd_tol)
-        )
-        f_start = info["f_start"]
-        record = dict(
-            objective_start=float(f_start),
-            objective=float(f),
-            n_iter=int(info["n_iter"]),
-            n_passes=int(info["n_evals"]),
-            converged=bool(info["converged"]),
-            angle=float(np.arccos(min(1.0, abs(float(best @ e))))),
-        )
-        if f >= f_start:
-            return None, dict(record, objective=float(f_start), angle=0.0)
-        offset, scale, moments = payload
-        return (best, offset, scale, _algebra.objective_fit_moments(moments)), record
 
     # ---------------------------------------------------------------------------------------
     # applying the model
