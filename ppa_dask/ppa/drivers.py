@@ -13,6 +13,12 @@ returns only small moment dicts; every pass is one read of the data:
   gradient at the trial leading vector ``spec.direction``, on the current residual, which it
   does not change (:func:`kernels.objective_pass_kernel`).
 
+The in-memory and Dask drivers also do the fit's whole-array work, so the estimator tests the
+array type once: ``max_abs()`` (one reduction) and ``rescaled(exponent)``, a driver of the same
+options over the data times ``2**exponent``, which :meth:`ppa_dask.PPA.fit` asks for when the
+data's moments are more than float64 can hold. The passes are requested by the step loop,
+:func:`ppa_dask.ppa.steps.fit_steps`.
+
 The Dask driver maps the kernels over chunks (or groups of chunks, one task per group) and
 merges their results with a tree reduction in the chunk/combine/aggregate manner of
 ``dask.array.reductions`` (aggregation is the small algebra in :mod:`ppa_dask.ppa.algebra`,
