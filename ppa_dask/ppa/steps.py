@@ -230,6 +230,19 @@ def _trailing_linear(degrees):
     return run
 
 
+def _lookahead(settings, driver):
+    """``(n_ahead, grow)``: the steps a pass may gather ahead and whether ``"auto"`` grows them.
+
+    None where no step can be linear (the lowest candidate degree is above 1: the guess is a
+    linear step) nor under PPA-GD (its direction is not the eigenvector the guess follows).
+    """
+    s = settings
+    n_ahead = driver.auto_lookahead() if s.lookahead == "auto" else int(s.lookahead)
+    if s.leading_vector == "gd" or s.candidates[0] != 1:
+        n_ahead = 0
+    return n_ahead, s.lookahead == "auto" and n_ahead > 0
+
+
 def _gather_depth(n_ahead, grow, candidates, degrees):
     """Steps the next pass gathers ahead, on the hypothesis that they are linear.
 
@@ -318,12 +331,7 @@ def fit_steps(driver, settings, progress=None, owner=None):
     steps, degrees, scores, variances, residual = [], [], [], [], [total_variance]
     gd = s.leading_vector == "gd"
     gd_history = []
-    # steps whose moments a pass gathers ahead: none where no step can be linear (the guess is
-    # a linear step) nor under PPA-GD (its direction is not the eigenvector the guess follows)
-    n_ahead = driver.auto_lookahead() if s.lookahead == "auto" else int(s.lookahead)
-    if gd or candidates[0] != 1:
-        n_ahead = 0
-    grow = s.lookahead == "auto" and n_ahead > 0
+    n_ahead, grow = _lookahead(s, driver)
     ahead = []  # (prediction, moments) of the next steps, valid while the steps are linear
     # the dashboard's step records go to a distributed Client's scheduler: looked up once
     publishing = current_client() is not None

@@ -141,3 +141,25 @@ def test_rounding_makes_the_step_linear_whatever_the_scores():
     moments = NumpyDriver(X).step_pass(first["mean"], [], spec, last=True)
     degree, scores = steps.choose_degree(moments, e, [1, 2, 3], 1.0, len(X), past_rank=True)
     assert degree == 1 and scores.shape == (3,)
+
+
+@pytest.mark.parametrize(
+    ("degree", "leading_vector", "gathers"),
+    [([1, 2], "pca", True), ([2, 3], "pca", False), (3, "pca", False), ([1, 2], "gd", False)],
+)
+def test_a_pass_gathers_ahead_only_where_a_step_can_be_linear(
+    monkeypatch, degree, leading_vector, gathers
+):
+    # the guess gathered ahead is a linear step along the next eigenvector: with no candidate
+    # degree 1, or under PPA-GD (whose direction is not that eigenvector), it is never used
+    ahead = []
+    step_pass = NumpyDriver.step_pass
+
+    def spy(self, mean, fitted, spec, last=False):
+        ahead.append(len(spec.ahead))
+        return step_pass(self, mean, fitted, spec, last)
+
+    monkeypatch.setattr(NumpyDriver, "step_pass", spy)
+    PPA(degree=degree, lookahead=3, leading_vector=leading_vector, gd_max_iter=1,
+        random_state=0).fit(curved(n=600))  # fmt: skip
+    assert (max(ahead) > 0) == gathers
