@@ -57,7 +57,7 @@ from ppa_dask.app.demo import (
     DEMO_OUTPUT,
 )
 from ppa_dask.app.pipeline import prepare_run
-from ppa_dask.app.session import command_session
+from ppa_dask.app.session import command_session, read_cluster_option
 from ppa_dask.cluster import step_reporter
 from ppa_dask.cluster.files import DEFAULT_CONNECT_TIMEOUT, DEFAULT_WORKER_TIMEOUT, check_seconds
 from ppa_dask.ppa.estimator import PARAMETER_CONSTRAINTS, PPA
@@ -367,7 +367,7 @@ def run_run(args, stream=None):
     nbytes, what = placement.pipeline_data_nbytes(run.config["data"])
     _say_where(args, progress, nbytes, what, run.cluster_file)
     progress.say(f"ppa-dask run {args.pipeline}")
-    with command_session(args, progress, cluster_file=run.cluster_file):
+    with command_session(args, progress, cluster=run.cluster_config):
         root = run.execute()
     progress.say(f"results in {root}")
     return 0
@@ -618,6 +618,7 @@ def run_fit(args, stream=None):
     _several_inputs(args, "model")
     _check_new_output(args.model, args.overwrite, "MODEL", {"INPUT": args.input})
     _check_report(args)
+    cluster = read_cluster_option(args.cluster, args.scheduler)  # the one read, before any work
     variable, variables = store.sources.variable_choice(args.variable)
     source = store.open_source(
         args.input,
@@ -649,7 +650,7 @@ def run_fit(args, stream=None):
     _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
     shape = dict(X.sizes) if args.feature_dim else f"{X.shape[0]:,} x {X.shape[1]}"
     progress.say(f"ppa-dask fit {_inputs_text(args.input)} ({shape}) -> {args.model}")
-    with command_session(args, progress):
+    with command_session(args, progress, cluster=cluster):
         with progress.stage("fit_s", f"fitting {model!r}"):
             kwargs = (
                 {"feature_dim": args.feature_dim, "nan_policy": args.nan_policy}
@@ -754,6 +755,7 @@ def _apply(args, stream, what):
         args.output, args.overwrite, "OUTPUT", {"INPUT": args.input, "MODEL": args.model}
     )
     _check_report(args)
+    cluster = read_cluster_option(args.cluster, args.scheduler)  # the one read, before any work
     model = _load_model_file(args.model)
     wanted = args.components if what == "transform" else None
     refusal = too_many_components(
@@ -765,7 +767,7 @@ def _apply(args, stream, what):
     _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
     progress.say(f"ppa-dask {what} {_inputs_text(args.input)} with {args.model} -> {args.output}")
     cube_dim = _layout_dim(model)
-    with command_session(args, progress):
+    with command_session(args, progress, cluster=cluster):
         with progress.stage(f"{what}_s", f"{what}: computing and writing"):
             if cube_dim is None:
                 columns = args.columns

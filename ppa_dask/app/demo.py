@@ -32,7 +32,7 @@ from ppa_dask.app.pipeline import (
     write_error_csv,
     write_error_markdown,
 )
-from ppa_dask.app.session import command_session
+from ppa_dask.app.session import command_session, read_cluster_option
 from ppa_dask.cluster import dashboard_link
 from ppa_dask.ppa import fused
 from ppa_dask.utils.files import check_writable, write_json_atomic
@@ -199,12 +199,13 @@ def _checked_outdir(args, default):
 
 
 @contextlib.contextmanager
-def _scratch_session(args, progress, outdir):
-    """The cluster session, its workers' scratch space inside ``outdir`` (removed after)."""
+def _scratch_session(args, progress, outdir, cluster):
+    """The cluster session (``cluster``: the ``--cluster`` file as read before any work),
+    its workers' scratch space inside ``outdir`` (removed after)."""
     scratch = os.path.join(outdir, ".dask-scratch")
     scratch_existed = os.path.lexists(scratch)
     try:
-        with command_session(args, progress, local_directory=scratch) as client:
+        with command_session(args, progress, local_directory=scratch, cluster=cluster) as client:
             yield client
     finally:
         if not scratch_existed:
@@ -239,6 +240,8 @@ def run_demo(args, stream=None):
     cube_config = None if args.no_cube else _checked_cube_demo_config(args)
     table_config = table_demo_config(outdir, n, d, seed, chunk_rows)
     cube_dir = None if cube_config is None else os.path.join(outdir, CUBE_DEMO_SUBDIR)
+    # the one read of the cluster file, before anything is written
+    cluster = read_cluster_option(getattr(args, "cluster", None), getattr(args, "scheduler", None))
 
     progress = Reporter(stream)
     progress.say(
@@ -250,7 +253,7 @@ def run_demo(args, stream=None):
     os.makedirs(outdir, exist_ok=True)
     with progress.stage("cluster_start_s", "starting the Dask cluster"):
         stack = contextlib.ExitStack()
-        client = stack.enter_context(_scratch_session(args, progress, outdir))
+        client = stack.enter_context(_scratch_session(args, progress, outdir, cluster))
     with stack:
         link = dashboard_link(client) if client is not None else None
         run = Run(table_config, stream=stream, clock=progress.start)
@@ -464,9 +467,11 @@ def run_cube_demo(args, stream=None):
     stream = sys.stdout if stream is None else stream
     outdir = _checked_outdir(args, CUBE_DEMO_OUTPUT)
     config = _checked_cube_demo_config(args)
+    # the one read of the cluster file, before anything is written
+    cluster = read_cluster_option(getattr(args, "cluster", None), getattr(args, "scheduler", None))
     progress = Reporter(stream)
     progress.say(f"ppa-dask demo --cube: {_cube_demo_size(args)}, output={outdir}")
-    with _scratch_session(args, progress, outdir):
+    with _scratch_session(args, progress, outdir, cluster):
         Run(config, output=outdir, stream=stream, clock=progress.start).execute()
     _say_cube_outputs(progress, outdir)
     return 0

@@ -1,9 +1,11 @@
 """The cluster session of a command: the Client its options ask for, with its lines.
 
-:func:`command_session` turns a command's options (``--cluster``, ``--scheduler``,
-``--workers``, ``--memory-limit``, timeouts, ``--performance-report``) into a Client opened
-with :func:`ppa_dask.cluster.open_client`, and says on the command's reporter where it computes:
-the scheduler, its workers, the dashboard and the PPA fits page
+:func:`read_cluster_option` reads and validates the cluster file a command computes on, once,
+before any work starts; :func:`command_session` turns a command's options (``--cluster``,
+``--scheduler``, ``--workers``, ``--memory-limit``, timeouts, ``--performance-report``) and
+that configuration into a Client opened with :func:`ppa_dask.cluster.open_client` (which does
+not read the file again), and says on the command's reporter where it computes: the
+scheduler, its workers, the dashboard and the PPA fits page
 (:mod:`ppa_dask.cluster.dashboard`). It is the command line's glue, so it lives in the
 application; the clusters themselves are :mod:`ppa_dask.cluster`.
 """
@@ -12,17 +14,60 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 
-from ppa_dask.cluster import dashboard_link, open_client
+from ppa_dask.app.placement import LOCAL_CLUSTER
+from ppa_dask.cluster import dashboard_link, open_client, read_cluster_config
 from ppa_dask.cluster.client import IN_PROCESS_SCHEDULERS
 from ppa_dask.cluster.dashboard import open_page
 from ppa_dask.ppa import fused
 
-__all__ = ["command_session"]
+__all__ = ["command_session", "read_cluster_option"]
+
+_BOTH = "give either --cluster or --scheduler, not both"
+
+
+def read_cluster_option(cluster, scheduler=None):
+    """The cluster file a command computes on, read and validated (before any work starts).
+
+    Parameters
+    ----------
+    cluster : str or None
+        The command's ``--cluster``; ``'local'`` (:data:`~ppa_dask.app.placement.LOCAL_CLUSTER`)
+        names the default local cluster, no file.
+    scheduler : str, optional
+        The command's ``--scheduler``: refused beside a cluster file, before the file is read.
+
+    Returns
+    -------
+    dict or None
+        :func:`ppa_dask.cluster.read_cluster_config`'s configuration, for
+        :func:`command_session` to open; None without a file.
+
+    Raises
+    ------
+    ValueError
+        For both a cluster file and a scheduler; :class:`ClusterConfigError`: one line naming
+        the file, the key and what was expected.
+
+    Examples
+    --------
+    >>> read_cluster_option(None) is None and read_cluster_option("local") is None
+    True
+    >>> read_cluster_option("absent.yaml")
+    Traceback (most recent call last):
+    ...
+    ppa_dask.cluster.errors.ClusterConfigError: cluster configuration 'absent.yaml' does not exist
+    """
+    if not cluster or cluster == LOCAL_CLUSTER:
+        return None
+    if scheduler is not None:
+        raise ValueError(_BOTH)
+    return read_cluster_config(cluster)
 
 
 @contextlib.contextmanager
-def command_session(args, progress, local_directory=None, cluster_file=None):
+def command_session(args, progress, local_directory=None, cluster=None):
     """The Client a command's options ask for: open it, report its dashboard, record a
     performance report.
 
@@ -36,8 +81,10 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
         Where the connection, scheduler and dashboard lines go.
     local_directory : str, optional
         Scratch folder of a local cluster's workers.
-    cluster_file : str, optional
-        A cluster file used when ``args.cluster`` is not given (a pipeline's ``cluster``).
+    cluster : dict, optional
+        The cluster file the command computes on, as :func:`read_cluster_option` read it
+        before any work started (``--cluster``, or a pipeline's ``cluster``); opened as it is,
+        not read again. Without it, ``args.cluster``'s file is read when the cluster opens.
 
     Yields
     ------
@@ -60,11 +107,13 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
     ...     client is None
     True
     """
-    cluster = getattr(args, "cluster", None) or cluster_file
+    if cluster is None:  # a path, read by open_client ('local': no file)
+        cluster = getattr(args, "cluster", None)
+        cluster = None if cluster == LOCAL_CLUSTER else cluster
     scheduler = getattr(args, "scheduler", None)
     report = getattr(args, "performance_report", None)
     if cluster is not None and scheduler is not None:
-        raise ValueError("give either --cluster or --scheduler, not both")
+        raise ValueError(_BOTH)
     if report is not None:
         parent = os.path.dirname(os.path.abspath(report))
         if not os.path.isdir(parent):
@@ -75,7 +124,7 @@ def command_session(args, progress, local_directory=None, cluster_file=None):
             )
     workers = getattr(args, "workers", None) or 2
     what = (
-        f"cluster from {cluster}"
+        f"cluster from {cluster['path'] if isinstance(cluster, Mapping) else cluster}"
         if cluster
         else f"scheduler {scheduler}"
         if scheduler

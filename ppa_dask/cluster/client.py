@@ -2,10 +2,11 @@
 
 :func:`open_client` is how the command, the pipelines and the scripts get their Dask Client:
 from a cluster file (:func:`ppa_dask.cluster.read_cluster_config`: local, SLURM, PBS, a
-scheduler, a Kubernetes ``DaskCluster``), from the address of a running scheduler (probed
-first, :func:`ppa_dask.cluster.probe_scheduler`), or a LocalCluster of worker processes
-(:func:`ppa_dask.cluster.local_client`); ``scheduler="threads"`` (or ``"synchronous"``)
-computes in this process without a Client.
+scheduler, a Kubernetes ``DaskCluster``; or the configuration that function returned, so that
+a command reads its file once, validated before any work starts), from the address of a
+running scheduler (probed first, :func:`ppa_dask.cluster.probe_scheduler`), or a LocalCluster
+of worker processes (:func:`ppa_dask.cluster.local_client`); ``scheduler="threads"`` (or
+``"synchronous"``) computes in this process without a Client.
 
 Every wait is bounded: connecting to a scheduler (the TCP/TLS connection, distributed's
 handshake and the scheduler's identity reply) takes at most ``connect_timeout`` seconds
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 
 from ppa_dask.cluster.errors import ClusterConfigError
 from ppa_dask.cluster.files import DEFAULT_CONNECT_TIMEOUT, check_seconds, read_cluster_config
@@ -56,8 +58,10 @@ def open_client(
 
     Parameters
     ----------
-    cluster : str or os.PathLike, optional
-        A cluster configuration file (:func:`read_cluster_config`).
+    cluster : str, os.PathLike or dict, optional
+        A cluster configuration file, read here with :func:`read_cluster_config`, or the
+        configuration that function returned for one (used as it is: a command validates its
+        file before any work starts and passes the result on, so the file is read once).
     scheduler : str, optional
         Address of a running scheduler (``tcp://host:port``, ``tls://...``), or ``"threads"`` /
         ``"synchronous"`` for Dask's in-process schedulers (then None is yielded: no Client).
@@ -122,7 +126,7 @@ def open_client(
         ) as client:
             yield client
         return
-    config = read_cluster_config(cluster)
+    config = cluster if isinstance(cluster, Mapping) else read_cluster_config(cluster)
     kind = config["type"]
     if kind == "local":
         options = {

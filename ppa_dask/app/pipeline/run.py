@@ -18,7 +18,7 @@ from ppa_dask.app.pipeline.checks import check_pipeline_data
 from ppa_dask.app.pipeline.folder import RunFolder, now, read_marker, sha256, write_json
 from ppa_dask.app.pipeline.schema import FORMAT_VERSION, load_pipeline, validate_pipeline
 from ppa_dask.app.pipeline.stages import STAGE_DIRS, STAGE_ORDER, STAGES
-from ppa_dask.app.placement import LOCAL_CLUSTER
+from ppa_dask.app.session import read_cluster_option
 from ppa_dask.cluster import read_cluster_config
 from ppa_dask.utils.files import write_text_atomic
 from ppa_dask.utils.progress import Reporter
@@ -57,6 +57,7 @@ class Run:
         self.log = None
         self.data_warnings = None  # check_pipeline_data's, once checked
         self.cluster_file = None  # the configuration's cluster file, when the run uses it
+        self.cluster_config = None  # the run's cluster file as read, for the session to open
 
     @property
     def record(self):
@@ -267,7 +268,10 @@ def prepare_run(
     -------
     Run
         Ready to :meth:`Run.execute`; ``cluster_file`` is the configuration's cluster file
-        when the run uses it (else None).
+        when the run uses it (else None), ``cluster_config`` the cluster file the run uses
+        (``--cluster`` or ``cluster_file``) as read
+        (:func:`~ppa_dask.app.session.read_cluster_option`; else None), which the command's
+        session opens without reading the file again.
 
     Raises
     ------
@@ -282,15 +286,19 @@ def prepare_run(
     >>> (folder / "p.yaml").write_text("{name: p, data: {source: dataset, name: vehicles}}")
     50
     >>> run = prepare_run(str(folder / "p.yaml"), output=str(folder / "run"))
-    >>> run.config["model"]["cv"], run.cluster_file, run.data_warnings
-    (2, None, [])
+    >>> run.config["model"]["cv"], run.cluster_file, run.cluster_config, run.data_warnings
+    (2, None, None, [])
     """
     config = load_pipeline(path)
     cluster_file = None if (cluster or scheduler) else config.get("cluster")
-    if (cluster or cluster_file) and cluster != LOCAL_CLUSTER:
-        read_cluster_config(cluster or cluster_file)  # validated before anything runs
+    # validated before anything runs, and read only here: the session opens what was read
+    # (--cluster local is no file; a pipeline's cluster is always one)
+    if cluster:
+        cluster_config = read_cluster_option(cluster)
+    else:
+        cluster_config = read_cluster_config(cluster_file) if cluster_file else None
     run = Run(config, output=output, stream=stream, force=force)
-    run.cluster_file = cluster_file
+    run.cluster_file, run.cluster_config = cluster_file, cluster_config
     # sizes, degrees, folds and components against the data's metadata
     run.check_data(where=path)
     if not check_only:
