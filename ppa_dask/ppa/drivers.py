@@ -16,8 +16,8 @@ returns only small moment dicts; every pass is one read of the data:
 The in-memory and Dask drivers also do the fit's whole-array work, so the estimator tests the
 array type once: ``max_abs()`` (one reduction) and ``rescaled(exponent)``, a driver of the same
 options over the data times ``2**exponent``, which :meth:`ppa_dask.PPA.fit` asks for when the
-data's moments are more than float64 can hold. The passes are requested by the step loop,
-:func:`ppa_dask.ppa.steps.fit_steps`.
+data's moments are more than float64 can hold (the policy: :mod:`ppa_dask.ppa.magnitude`).
+The passes are requested by the step loop, :func:`ppa_dask.ppa.steps.fit_steps`.
 
 The Dask driver maps the kernels over chunks (or groups of chunks, one task per group) and
 merges their results with a tree reduction in the chunk/combine/aggregate manner of
@@ -226,7 +226,7 @@ class Driver:
         """Largest ``|x|`` of the data (NaN if they hold a NaN): one reduction, no copy.
 
         :meth:`ppa_dask.PPA.fit` asks for it only when the first pass finds moments that float64
-        cannot hold, to rescale the data (:meth:`rescaled`)."""
+        cannot hold, to rescale the data (:meth:`rescaled`; :mod:`ppa_dask.ppa.magnitude`)."""
         raise NotImplementedError
 
     def rescaled(self, exponent):

@@ -1,4 +1,10 @@
-"""The PPA estimator (scikit-learn API) on numpy and Dask arrays."""
+"""The PPA estimator (scikit-learn API) on numpy and Dask arrays.
+
+:meth:`PPA.fit` validates its input, makes the driver its array type calls for
+(:mod:`ppa_dask.ppa.drivers`), wraps it in the magnitude check, fits the steps
+(:func:`ppa_dask.ppa.steps.fit_steps`) and converts the model back to the input's units
+(:mod:`ppa_dask.ppa.magnitude`); :meth:`PPA.fit_with_driver` is that path for a driver given.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from ppa_dask.ppa.drivers import (
     DaskDriver,
     NumpyDriver,
 )
+from ppa_dask.ppa.magnitude import MagnitudeCheck, fit_in_range, in_input_units
 from ppa_dask.ppa.metric import coefficient_variances, metric_from_jacobian
 from ppa_dask.store.encoding import register_estimator
 from ppa_dask.store.model_files import ModelFileError, load_model, save_model
@@ -62,111 +69,6 @@ PARAMETER_CONSTRAINTS = {
 MAX_CANDIDATE_DEGREES = 1000
 # fitted attributes that input validation sets at the start of fit
 _VALIDATION_ATTRS = ("n_features_in_", "feature_names_in_")
-
-
-# total variance (trace of the covariance) inside which a fit's float64 moments are exact to
-# rounding: sums of n squares stay far from overflow and residuals far above the subnormals.
-# Outside it fit() divides the data by a power of two near their largest |x| (_MAGNITUDE_RANGE)
-_VARIANCE_RANGE = (2.0**-500, 2.0**500)
-_MAGNITUDE_RANGE = (2.0**-250, 2.0**250)
-# the variances of a model (explained_variance_ ...) must be normal float64 numbers with room to
-# spare: the total variance in the input's units is refused below this (or when it overflows)
-_SMALLEST_VARIANCE = 2.0**-992
-_LARGEST_VARIANCE = 2.0**1022
-# fitted attributes in units of X (power 1) or of X squared (power 2); the rest are unit-free
-_UNIT_POWERS = {
-    "mean_": 1,
-    "coefficients_": 1,
-    "basis_intervals_": 1,
-    "alpha_ranges_": 1,
-    "explained_variance_": 2,
-    "residual_variance_": 2,
-    "cv_scores_": 2,
-}
-_GD_UNIT_POWERS = {"objective_start": 2, "objective": 2}
-
-
-class _Rescale(Exception):
-    """The first pass found data to be fitted divided by ``2**exponent`` (caught by fit)."""
-
-    def __init__(self, exponent):
-        super().__init__(exponent)
-        self.exponent = exponent
-
-
-class _MagnitudeCheck:
-    """A driver whose first pass also checks that float64 moments can hold the data.
-
-    Every other attribute is the wrapped driver's. ``magnitude`` (a callable returning the
-    largest ``|x|``, called only when the moments are out of range) is given by :meth:`PPA.fit`,
-    which can refit on rescaled data: the first pass then raises :class:`_Rescale`. Without it
-    (a driver of :meth:`PPA.fit_with_driver`) out-of-range data raise a ValueError saying so.
-    ``exponent`` is that of data already rescaled: their variance in the input's units is
-    checked against what a model can store.
-    """
-
-    def __init__(self, driver, magnitude=None, exponent=0):
-        self._driver, self._magnitude, self._exponent = driver, magnitude, exponent
-
-    def __getattr__(self, name):
-        return getattr(self._driver, name)
-
-    def first_pass(self, sample_index):
-        first = self._driver.first_pass(sample_index)
-        finite = not (first["n_nan"].any() or first["n_inf"].any())
-        variance = float(np.trace(first["scatter"])) / max(first["n"], 1) if finite else np.inf
-        if self._exponent:
-            _check_storable_variance(variance, self._exponent)
-            return first
-        lo, hi = _VARIANCE_RANGE
-        if lo <= variance <= hi:
-            return first
-        if self._magnitude is None:
-            if not finite or variance == 0:
-                return first  # NaN/inf (or squares that overflow): reported by the fit
-            raise ValueError(
-                f"X has a total variance of {variance:.3g}, outside [{lo:.3g}, {hi:.3g}] "
-                "where PPA's float64 moments are accurate; divide X by a power of two near "
-                "its largest |x| (PPA.fit does this itself)."
-            )
-        largest = self._magnitude()
-        if not np.isfinite(largest) or _MAGNITUDE_RANGE[0] <= largest <= _MAGNITUDE_RANGE[1]:
-            return first  # NaN or inf in X (the fit reports them), or nothing to rescale
-        raise _Rescale(int(np.frexp(largest)[1]))
-
-
-def _check_storable_variance(variance, exponent):
-    """Refuse data (fitted divided by ``2**exponent``) whose variances a model cannot store."""
-    with np.errstate(over="ignore", under="ignore"):
-        in_units = float(np.ldexp(variance, 2 * exponent))
-    if variance > 0 and not _SMALLEST_VARIANCE <= in_units <= _LARGEST_VARIANCE:
-        # written in decimal without forming the number, which float64 cannot hold
-        power = np.log10(variance) + 2 * exponent * np.log10(2.0)
-        decade = int(np.floor(power))
-        raise ValueError(
-            f"X has a total variance of about {10 ** (power - decade):.3g}e{decade:+d}, "
-            "beyond what float64 holds with full "
-            f"precision ({_SMALLEST_VARIANCE:.3g} to {_LARGEST_VARIANCE:.3g}), so the model's "
-            "variances (explained_variance_, ...) cannot be stored; multiply X by a constant "
-            f"(e.g. 2**{-exponent}) and fit again."
-        )
-
-
-def _in_input_units(fitted, exponent):
-    """Fitted attributes of data divided by ``2**exponent``, in the input's units."""
-    out = dict(fitted)
-    for name, power in _UNIT_POWERS.items():
-        if out.get(name) is not None:
-            out[name] = np.ldexp(out[name], power * exponent)
-    if out.get("gd_history_"):
-        out["gd_history_"] = [
-            {
-                k: float(np.ldexp(v, _GD_UNIT_POWERS[k] * exponent)) if k in _GD_UNIT_POWERS else v
-                for k, v in record.items()
-            }
-            for record in out["gd_history_"]
-        ]
-    return out
 
 
 def _warn_rank(fitted, rtol, d, n_steps):
@@ -587,34 +489,20 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             # NaN/inf are counted per column in the first pass, before anything is stored
         # parameters are checked against the shape before the driver touches the data
         checked_params = self._check_params(*X.shape)
-        # PPA is scale-equivariant; data whose variance float64 moments cannot hold (their
-        # squares overflow or fall into the subnormals) are fitted divided by a power of two,
-        # exactly, and the model is scaled back (found from the first pass, so data of ordinary
-        # magnitude pay nothing)
         seed = estimator_seed(self.random_state)  # drawn once, whichever data the fit reads
+
+        def fit_steps(checked, exponent, extra_passes):
+            return self._fit_driver(
+                checked, progress, seed, exponent, extra_passes,
+                checked_params=checked_params, dtype=X.dtype,
+            )  # fmt: skip
+
         # in memory the whole fit (passes and the small algebra between them) runs on one BLAS
         # thread, set once: per pass, setting and restoring it is a cost on small data
         with contextlib.nullcontext() if in_dask else one_blas_thread():
-            driver = self._driver_for(X, in_dask)
-            try:
-                checked = _MagnitudeCheck(driver, driver.max_abs)
-                return self._fit_driver(
-                    checked, progress, seed, checked_params=checked_params, dtype=X.dtype
-                )
-            except _Rescale as rescale:
-                exponent = rescale.exponent
-            finally:
-                driver.close()
-            driver = driver.rescaled(-exponent)
-            try:
-                # the discarded first pass and the max-abs reduction were passes over the data
-                checked = _MagnitudeCheck(driver, exponent=exponent)
-                return self._fit_driver(
-                    checked, progress, seed, exponent, extra_passes=2,
-                    checked_params=checked_params, dtype=X.dtype,
-                )  # fmt: skip
-            finally:
-                driver.close()
+            # PPA is scale-equivariant: data whose moments float64 cannot hold are fitted
+            # divided by a power of two and the model scaled back (ppa_dask.ppa.magnitude)
+            return fit_in_range(self._driver_for(X, in_dask), fit_steps)
 
     def _driver_for(self, X, in_dask):
         if in_dask:
@@ -660,7 +548,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         True
         """
         dtype = getattr(getattr(driver, "X", None), "dtype", None)
-        return self._fit_driver(_MagnitudeCheck(driver), progress, dtype=dtype)
+        return self._fit_driver(MagnitudeCheck(driver), progress, dtype=dtype)
 
     def _fit_driver(
         self,
@@ -673,7 +561,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         dtype=None,
     ):
         """:meth:`fit_with_driver` on data divided by ``2**exponent``: the fitted attributes
-        are scaled back to the input's units (exactly: powers of two). ``checked_params`` is
+        are scaled back to the input's units (exactly: powers of two;
+        :func:`ppa_dask.ppa.magnitude.in_input_units`). ``checked_params`` is
         what :meth:`_check_params` returned for the driver's shape, if the caller checked;
         ``dtype`` the input's (its rounding enters the rank tolerance, :func:`rank_rtol`). The
         steps are :func:`ppa_dask.ppa.steps.fit_steps`."""
@@ -699,7 +588,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         )
         fitted = _steps.fit_steps(driver, settings, progress, owner=self)
         if exponent:
-            fitted = _in_input_units(fitted, exponent)
+            fitted = in_input_units(fitted, exponent)
         _warn_rank(fitted, rtol, int(driver.n_features), n_steps)
         for name, value in fitted.items():
             setattr(self, name, value)
