@@ -89,10 +89,11 @@ def test_a_fixed_degree_is_linear_past_the_rank(monkeypatch):
     model.check_fitted_state()  # degree 1 past the rank is a valid state for degree=3
     R = model.transform(X)
     np.testing.assert_allclose(model.inverse_transform(R), X, rtol=0, atol=1e-12 * np.abs(X).max())
-    # before the rule, degree 3 was fitted on the rounding
+    # before the rule, degree 3 was fitted on the rounding (on the steps whose residual is
+    # rounding but not exactly 0: how many there are depends on the CPU's rounding)
     without_rule(monkeypatch)
     before, _ = fit_recording(PPA(degree=3, random_state=0), X)
-    assert before.degrees_.tolist() == [3] * 11
+    assert (before.degrees_[4:] == 3).any()
 
 
 def test_cross_validation_on_rounding_no_longer_picks_a_polynomial(monkeypatch):
