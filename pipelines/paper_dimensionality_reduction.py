@@ -44,6 +44,7 @@ import os
 import numpy as np
 
 from ppa_dask.app.experiments import (
+    DATASET_LABELS,
     METHOD_LABELS,
     METHODS,
     NLPCA_MAX_ITER,
@@ -52,6 +53,7 @@ from ppa_dask.app.experiments import (
     REDUCTION_METHODS,
     dimensionality_reduction_task,
     scaled_paper_dataset,
+    split_seed,
 )
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.app.scripts.figures import new_figure, save_figure
@@ -68,16 +70,7 @@ from ppa_dask.app.scripts.output import (
 )
 from ppa_dask.app.scripts.tasks import run_fanout
 from ppa_dask.datasets import PAPER_DATASETS, PAPER_SHAPES, PAPER_TABLE2_MINUTES
-from ppa_dask.utils.seeds import task_seed
 
-NAMES = {
-    "magic_gamma": "MagicGamma",
-    "japanese_vowels": "Japanese Vowels",
-    "page_blocks": "Pageblocks",
-    "sat": "Sat",
-    "segmentation": "Segmentation",
-    "vehicles": "Vehicles",
-}
 QUICK_SAMPLES = 400
 QUICK_GD_ITER = 5
 QUICK_NLPCA_ITER = 30
@@ -132,11 +125,6 @@ def parse_args(argv=None):
     return parse(argv)
 
 
-def split_seed(base_seed, dataset, repeat):
-    """Seed of one random split (shared with the multi-information pipeline)."""
-    return task_seed(base_seed, "split", dataset, repeat)
-
-
 def relative_mse(result, method, half):
     """100 x MSE / MSE_PCA for k = 1 .. d-1; NaN (``-`` in the tables) from k = the training
     data's numerical rank on (PPA's ``rank_``: both errors are rounding there) and where PCA's
@@ -182,7 +170,7 @@ def main(argv=None):
         t1_rows.append(
             dict(
                 index=PAPER_DATASETS.index(name) + 1,
-                dataset=NAMES[name],
+                dataset=DATASET_LABELS[name],
                 n=n,
                 d=d,
                 ratio=n / d,
@@ -286,7 +274,7 @@ def main(argv=None):
     # Table 2: fit times
     t2_rows = []
     for name in args.datasets:
-        row = dict(dataset=NAMES[name])
+        row = dict(dataset=DATASET_LABELS[name])
         for method in methods:
             seconds = [r[method]["fit_seconds"] for r in by_set[name]]
             row[method] = float(np.mean(seconds))
@@ -370,7 +358,7 @@ def main(argv=None):
         s = summary[name]
         nlpca_time = f" / {row['nlpca']:.2f}" if "nlpca" in methods else ""
         print(
-            f"{NAMES[name]:16s} {s['ppa_train_max']:13.1f} "
+            f"{DATASET_LABELS[name]:16s} {s['ppa_train_max']:13.1f} "
             f"{str(s['ppa_train_below_100_every_k']):>8s} "
             f"{100 * s['ppa_test_mean_below_100_fraction']:7.0f}% "
             f"{s['ppa_first_train']:8.1f} {s['ppa_gd_first_train']:8.1f}   "
@@ -464,14 +452,14 @@ def make_fig8_record(args, argv, specs, results, elapsed):
     tables.append(
         dict(name="table2", value="value", rows=["dataset"], column="method", over="seed",
              where=dict(quantity="fit_seconds"), scale=1 / 60, digits=4, paper=paper,
-             labels=METHOD_LABELS, row_labels=NAMES, row_headers=["data set"],
+             labels=METHOD_LABELS, row_labels=DATASET_LABELS, row_headers=["data set"],
              title="Table 2: fit time on the training half (minutes; one thread per task; "
              "the paper's on its 2014 machine)")
     )  # fmt: skip
     figures = [
         dict(name=f"fig8_{half}", kind="lines", table=f"fig8_{half}", x="k", panel="dataset",
              xlabel="retained dimensions k", ylabel="relative MSE (%)", ylim=[0, 200],
-             panel_labels=NAMES, title=f"Fig. 8, {half} data (clipped at 200 %)")
+             panel_labels=DATASET_LABELS, title=f"Fig. 8, {half} data (clipped at 200 %)")
         for half in ("train", "test")
     ]  # fmt: skip
     # one script, two records (Fig. 8 with PCA, PPA and PPA-GD on all six sets; NLPCA over
@@ -559,7 +547,7 @@ def _comparison_text(rows, half):
             parts.append(
                 "PPA lower by " + ", ".join(f"{r['difference']:.1f} at {cell(r)}" for r in losses)
             )
-        lines.append(f"- {NAMES[name]}: " + "; ".join(parts) + ".")
+        lines.append(f"- {DATASET_LABELS[name]}: " + "; ".join(parts) + ".")
     lines.append("")
     lines.append(extremes_sentence(rows))
     return "\n".join(lines)
@@ -573,14 +561,14 @@ def extremes_sentence(rows):
     worst = max(rows, key=lambda r: r["difference"])
     if best["difference"] < 0:
         parts.append(
-            f"largest NLPCA advantage: {NAMES[best['dataset']]} at k = {best['k']} "
+            f"largest NLPCA advantage: {DATASET_LABELS[best['dataset']]} at k = {best['k']} "
             f"({-best['difference']:.1f} points)"
         )
     else:
         parts.append("NLPCA is lower in no cell")
     if worst["difference"] > 0:
         parts.append(
-            f"largest PPA advantage: {NAMES[worst['dataset']]} at k = {worst['k']} "
+            f"largest PPA advantage: {DATASET_LABELS[worst['dataset']]} at k = {worst['k']} "
             f"({worst['difference']:.1f} points)"
         )
     else:
@@ -650,7 +638,9 @@ def _figure(out, curves, datasets, half, methods=REDUCTION_METHODS):
                 ax.fill_between(k, m - s, m + s, color=styles[method]["color"], alpha=0.15)
             off_scale |= bool(np.nanmax(m) > 200)
         ax.set_ylim(0, 200 if off_scale else None)
-        ax.set_title(NAMES[name] + (" (clipped at 200%)" if off_scale else ""), fontsize=10)
+        ax.set_title(
+            DATASET_LABELS[name] + (" (clipped at 200%)" if off_scale else ""), fontsize=10
+        )
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("retained dimensions k")
         ax.set_ylabel("relative MSE (%)")

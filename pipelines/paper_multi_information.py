@@ -41,13 +41,14 @@ import os
 
 import numpy as np
 import scipy.stats
-from paper_dimensionality_reduction import NAMES, split_seed
 
 from ppa_dask.app.experiments import (
+    DATASET_LABELS,
     METHOD_LABELS,
     METHODS,
     multi_information_task,
     scaled_paper_dataset,
+    split_seed,
 )
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.app.scripts.figures import new_figure, save_figure
@@ -301,7 +302,7 @@ def main(argv=None):
     for name in args.datasets:
         for half in HALVES:
             for est in estimators:
-                row = dict(dataset=NAMES[name], half=half, estimator=est)
+                row = dict(dataset=DATASET_LABELS[name], half=half, estimator=est)
                 for method in METHODS:
                     row[method] = stats[name, half, est, method][0]
                 wide_rows.append(row)
@@ -364,7 +365,8 @@ def main(argv=None):
         for name, row in zip(args.datasets, blocks[est]):
             paper = "/".join(f"{v:.2f}" for v in PAPER_TABLE3[name])
             print(
-                f"{NAMES[name]:16s} {row['rank_text']:>7s} {row['pca']:6.2f} {row['ppa']:6.2f} "
+                f"{DATASET_LABELS[name]:16s} {row['rank_text']:>7s} {row['pca']:6.2f} "
+                f"{row['ppa']:6.2f} "
                 f"{row['ppa_gd']:7.2f}   {paper}"
             )
     print("\n" + verdict["text"])
@@ -397,7 +399,7 @@ def make_table3_record(args, argv, specs, results, elapsed):
     paper = {name: dict(zip(METHODS, PAPER_TABLE3[name])) for name in args.datasets}
     common = dict(
         value="delta_i", rows=["dataset"], column="method", over="seed", paper=paper,
-        digits=2, tolerance=TOLERANCE, labels=METHOD_LABELS, row_labels=NAMES,
+        digits=2, tolerance=TOLERANCE, labels=METHOD_LABELS, row_labels=DATASET_LABELS,
         row_headers=["data set"], range=True,
     )  # fmt: skip
     tables = [
@@ -444,7 +446,9 @@ def _block_rows(datasets, stats, est, facts):
     rows = []
     for name in datasets:
         f = facts[name]
-        row = dict(dataset=NAMES[name], key=name, rank=f["rank"], n_features=f["n_features"])
+        row = dict(
+            dataset=DATASET_LABELS[name], key=name, rank=f["rank"], n_features=f["n_features"]
+        )
         row["n_splits"] = f["n_splits"]
         row["rank_text"] = f"{f['rank']} of {f['n_features']}"
         if f["rank"] < f["n_features"]:
@@ -509,10 +513,10 @@ def _rank_text(datasets, facts):
     ]
     for name in datasets:
         f = facts[name]
-        text = f"- {NAMES[name]}: rank {f['rank']} of {f['n_features']}"
+        text = f"- {DATASET_LABELS[name]}: rank {f['rank']} of {f['n_features']}"
         if f["rank"] < f["n_features"]:
             text = (
-                f"- {NAMES[name]}: **rank {f['rank']} of {f['n_features']}: Delta I is "
+                f"- {DATASET_LABELS[name]}: **rank {f['rank']} of {f['n_features']}: Delta I is "
                 "infinite; the values shown are estimator floors**"
             )
         elif f["split_rank"] < f["n_features"]:
@@ -541,7 +545,8 @@ def _explanations(datasets, blocks, facts, stats):
         kde_text = f" The KDE gives PCA {k['pca']:.2f} / PPA {k['ppa']:.2f}." if k else ""
         if f["rank"] < f["n_features"]:
             text = (
-                f"**{NAMES[name]}: rank {f['rank']} of {f['n_features']}.** The feature matrix "
+                f"**{DATASET_LABELS[name]}: rank {f['rank']} of {f['n_features']}.** The "
+                "feature matrix "
                 f"has {f['n_features'] - f['rank']} exact linear dependencies, so x lives on a "
                 f"{f['rank']}-dimensional subspace: its multi-information is infinite, and PCA "
                 "and PPA turn each null direction into an output coordinate of (numerically) "
@@ -572,7 +577,8 @@ def _explanations(datasets, blocks, facts, stats):
             skew = ", ".join(f"{col} {s:.0f}" for col, s in f["most_skewed"])
             tie_col, tie_share = f["largest_tie"]
             text = (
-                f"**{NAMES[name]}: opposite sign.** The documented setting gives {ours} where "
+                f"**{DATASET_LABELS[name]}: opposite sign.** The documented setting gives "
+                f"{ours} where "
                 f"the paper reports {paper} ({spread}). After the "
                 "[0, 1] scaling a few outliers squash features into narrow spikes (skewness "
                 f"{skew}; {100 * tie_share:.0f} % of the rows share one value of {tie_col}). A "
@@ -595,7 +601,8 @@ def _explanations(datasets, blocks, facts, stats):
                 )
         else:
             text = (
-                f"**{NAMES[name]}: deviation beyond {TOLERANCE}.** The documented setting "
+                f"**{DATASET_LABELS[name]}: deviation beyond {TOLERANCE}.** The documented "
+                "setting "
                 f"gives {ours} against the paper's {paper} (deviation {row['dev_pca']:+.2f} / "
                 f"{row['dev_ppa']:+.2f}, {spread}); the matrix is "
                 "full rank and the sign agrees, so this is an estimator and sampling "
@@ -616,12 +623,14 @@ def _verdict(datasets, blocks, facts):
             n_within=len(within),
             within=within,
         )
-        not_above = [NAMES[r["key"]] for r in rows if r["ppa"] <= r["pca"]]
+        not_above = [DATASET_LABELS[r["key"]] for r in rows if r["ppa"] <= r["pca"]]
         lines.append(
             f"- {ESTIMATOR_LABELS[est]}: PPA > PCA in every row: "
             + ("**yes**" if not not_above else f"**no** (not in {', '.join(not_above)})")
             + f"; within {TOLERANCE} bits/dim of the paper (PCA and PPA): {len(within)} of "
-            f"{len(rows)}" + (f" ({', '.join(NAMES[k] for k in within)})" if within else "") + "."
+            f"{len(rows)}"
+            + (f" ({', '.join(DATASET_LABELS[k] for k in within)})" if within else "")
+            + "."
         )
     deficient = [n for n in datasets if facts[n]["rank"] < facts[n]["n_features"]]
     main = {r["key"]: r for r in blocks[MAIN_ESTIMATOR]}
@@ -640,7 +649,7 @@ def _verdict(datasets, blocks, facts):
         if deficient:
             reasons.append(
                 ", ".join(
-                    f"{NAMES[n]} is rank {facts[n]['rank']} of {facts[n]['n_features']}"
+                    f"{DATASET_LABELS[n]} is rank {facts[n]['rank']} of {facts[n]['n_features']}"
                     for n in deficient
                 )
                 + " (true Delta I infinite: every finite value, the paper's included, is an "
@@ -648,7 +657,7 @@ def _verdict(datasets, blocks, facts):
             )
         if flipped:
             reasons.append(
-                ", ".join(NAMES[n] for n in flipped)
+                ", ".join(DATASET_LABELS[n] for n in flipped)
                 + " has Delta I < 0 under the documented setting while the paper's is "
                 "positive (the sign depends on the estimator's smoothing)"
             )
@@ -696,7 +705,7 @@ def _figure(out, datasets, stats, estimators):
                 zorder=3,
                 label="paper's Table 3" if i == 0 else None,
             )
-        ax.set_xticks(x, [NAMES[name] for name in datasets], fontsize=9)
+        ax.set_xticks(x, [DATASET_LABELS[name] for name in datasets], fontsize=9)
         ax.set_ylabel("Delta I (bits per dimension)")
         ax.axhline(0, color="k", lw=0.5)
         ax.legend(fontsize=8)

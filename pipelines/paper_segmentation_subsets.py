@@ -29,9 +29,8 @@ import itertools
 import os
 
 import numpy as np
-from paper_dimensionality_reduction import split_seed
 
-from ppa_dask.app.experiments import METHOD_LABELS, multi_information_task
+from ppa_dask.app.experiments import METHOD_LABELS, multi_information_task, split_seed
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.app.scripts.options import base_parser
 from ppa_dask.app.scripts.output import (

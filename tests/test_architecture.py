@@ -160,6 +160,47 @@ def test_the_scanners_find_what_they_look_for():
     ]
 
 
+# the scripts under pipelines/ share code only through the package (ppa_dask.app.scripts,
+# experiments, reproductions): a script importing a sibling runs only with pipelines/ on
+# sys.path, and ties the two scripts' options and outputs together unseen (issue 24)
+SCRIPTS = sorted((ROOT / "pipelines").glob("*.py"))
+
+
+def _script_imports(tree, scripts):
+    """Imports of a module named like one of ``scripts`` (the stems of pipelines/*.py)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(name.split(".")[0] in scripts for name in names):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda path: path.name)
+def test_no_script_imports_another_script(path):
+    assert _script_imports(_tree(path), {script.stem for script in SCRIPTS}) == []
+
+
+def test_the_script_import_scanner_finds_what_it_looks_for():
+    # the check above passes vacuously without scripts or with a scanner that matches nothing
+    assert len(SCRIPTS) >= 14
+    bad = ast.parse(
+        "import numpy\n"
+        "from paper_dimensionality_reduction import split_seed\n"
+        "import os, paper_metric_knn as knn\n"
+        "from ppa_dask.app.experiments import DATASET_LABELS\n"
+    )
+    assert _script_imports(bad, {"paper_dimensionality_reduction", "paper_metric_knn"}) == [
+        "line 2: from paper_dimensionality_reduction import split_seed",
+        "line 3: import os, paper_metric_knn as knn",
+    ]
+
+
 # the one place that tests whether an input is an xarray object (besides the test's definition
 # in utils): the seam every estimator's methods go through (issue 24)
 XARRAY_SEAM = {"ppa_dask/store/seam.py", "ppa_dask/utils/arrays.py"}

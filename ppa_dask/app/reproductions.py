@@ -600,10 +600,9 @@ def stale_blocks(text, results_dir):
 
 
 def _load_script(path):
+    # a script imports only the package (tests/test_architecture.py), so its folder need not
+    # be on sys.path
     name = "_reproduction_" + os.path.splitext(os.path.basename(path))[0]
-    folder = os.path.dirname(os.path.abspath(path))
-    if folder not in sys.path:
-        sys.path.insert(0, folder)  # the pipelines import one another by name
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -38,6 +38,7 @@ import paper_principal_surfaces as surfaces  # noqa: E402
 import paper_segmentation_subsets as segments  # noqa: E402
 
 from ppa_dask.app.experiments import (  # noqa: E402
+    DATASET_LABELS,
     fit_method,
     multi_information_task,
     paper_split,
@@ -154,7 +155,7 @@ def test_reduction_report_compares_nlpca_with_ppa(reduction):
     wins = sum(float(r["difference"]) < 0 for r in rows)
     assert f"below PPA's in {wins} of the {len(rows)}" in report
     for name in PAPER_DATASETS:
-        assert f"- {dr.NAMES[name]}: " in report
+        assert f"- {DATASET_LABELS[name]}: " in report
     assert result["nlpca_vs_ppa"][0]["dataset"] == PAPER_DATASETS[0]
 
 
@@ -320,7 +321,7 @@ def test_multi_information_table3_report_shows_every_data_set_with_ppa_above_pca
     summary = result["summary"]
     for name in PAPER_DATASETS:
         # a row in the default table, the KDE table and the table of every estimate
-        assert report.count(f"| {mi.NAMES[name]} |") >= 3, name
+        assert report.count(f"| {DATASET_LABELS[name]} |") >= 3, name
         # the default setting (spacing estimator): PPA above PCA; at 300 rows Sat's 36
         # dimensions leave PPA at PCA's level (measured -0.001), the full run has +0.03
         margin = -0.01 if name == "sat" else 0.02
@@ -343,7 +344,9 @@ def test_multi_information_table3_flags_segmentation_rank_from_the_data(informat
         sv = np.linalg.svd(X - X.mean(axis=0), compute_uv=False)
         ranks[name] = int((sv > 1e-6 * sv[0]).sum())
         assert result["summary"][name]["rank"] == ranks[name], name
-        flagged = f"{mi.NAMES[name]}: **rank {ranks[name]} of {X.shape[1]}: Delta I is infinite"
+        flagged = (
+            f"{DATASET_LABELS[name]}: **rank {ranks[name]} of {X.shape[1]}: Delta I is infinite"
+        )
         assert (flagged in report) == (ranks[name] < X.shape[1]), name
     assert ranks["segmentation"] < PAPER_SHAPES["segmentation"][1]
     assert result["verdict"]["rank_deficient"] == ["segmentation"]

@@ -356,7 +356,7 @@ def test_gd_excess_over_pca_at_large_k_is_inherited_from_earlier_steps():
     and is the objective PPA-GD's step 11 starts from; its descent only lowers it. Property 2
     (never worse than PCA) is one of the PCA-based leading vectors, which stay below PCA.
     """
-    # the split seed of pipelines/paper_dimensionality_reduction.py (split_seed), repeat 0
+    # the split seed of the paper pipelines (ppa_dask.app.experiments.split_seed), repeat 0
     seed = task_seed(0, "split", "segmentation", 0)
     X, _ = paper_split("segmentation", seed)
     k = 11
