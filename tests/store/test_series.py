@@ -11,12 +11,11 @@ from __future__ import annotations
 import dask
 import numpy as np
 import pytest
-import xarray as xr
+from rasters import assert_same_model, four_band_scene, write_tif
 
 from ppa_dask import PPA, store
 from ppa_dask.app.cli import main
 
-TOL = 1e-10
 NY, NX = 24, 32
 THREADS = ["--scheduler", "threads"]
 
@@ -28,33 +27,7 @@ def _threads_scheduler():
 
 
 def _scene(seed):
-    t = np.random.default_rng(seed).uniform(0.1, 1.0, size=(NY, NX))
-    out = np.round(np.stack([t, t**2, np.sin(2 * t), np.sqrt(t)]) * 9000 + 1000)
-    return out.astype(np.uint16)
-
-
-def _write(path, bands, origin=(500000, 4000000), date=None):
-    import rasterio
-    from rasterio.transform import from_origin
-
-    with rasterio.open(
-        path,
-        "w",
-        driver="GTiff",
-        width=bands.shape[2],
-        height=bands.shape[1],
-        count=bands.shape[0],
-        dtype=bands.dtype,
-        crs="EPSG:32621",
-        transform=from_origin(*origin, 30, 30),
-        tiled=True,
-        blockxsize=16,
-        blockysize=16,
-    ) as dst:
-        dst.write(bands)
-        if date:
-            dst.update_tags(TIFFTAG_DATETIME=date)
-    return str(path)
+    return four_band_scene(seed, NY, NX)
 
 
 def _rows(stacks):
@@ -63,28 +36,12 @@ def _rows(stacks):
     return rows[~(rows == 0).any(axis=1)]
 
 
-def _assert_same_model(model, rows):
-    ref = PPA(degree=2, random_state=0).fit(rows)
-    total = ref.explained_variance_.sum()
-    np.testing.assert_allclose(
-        model.explained_variance_, ref.explained_variance_, rtol=TOL, atol=TOL * total
-    )
-    assert list(model.degrees_) == list(ref.degrees_)
-    probe = xr.DataArray(rows[:30].T[:, None, :], dims=("band", "y", "x"))
-    np.testing.assert_allclose(
-        model.transform(probe).values[:, 0, :].T,
-        ref.transform(rows[:30]),
-        rtol=TOL,
-        atol=TOL * np.sqrt(total),
-    )
-
-
 def test_dated_files_are_one_series_in_date_order(tmp_path):
     dates = ["20200710", "20200510", "20200608"]
     stacks = {d: _scene(i) for i, d in enumerate(dates)}
     stacks["20200608"][:, :3, :] = 0  # fill on one date only
     for d, bands in stacks.items():
-        _write(tmp_path / f"LC08_L1TP_227065_{d}_20200824_02_T1.TIF", bands)
+        write_tif(tmp_path / f"LC08_L1TP_227065_{d}_20200824_02_T1.TIF", bands)
     cube = store.open_cube(str(tmp_path / "LC08_*.TIF"), nodata=0)
     assert cube.dims == ("time", "band", "y", "x")
     assert cube["time"].values.astype("datetime64[D]").astype(str).tolist() == [
@@ -96,7 +53,7 @@ def test_dated_files_are_one_series_in_date_order(tmp_path):
     missing = np.isnan(cube.values)
     assert missing[1, :, :3, :].all() and not missing[[0, 2]].any()
     model = PPA(degree=2, random_state=0).fit(cube, feature_dim="band")
-    _assert_same_model(model, _rows(in_order))
+    assert_same_model(model, _rows(in_order), "band")
     comps = model.transform(cube)
     assert comps.dims == ("time", "component", "y", "x")  # component in place of band
     assert np.isnan(comps.values[1, :, :3, :]).all() and np.isfinite(comps.values[0]).all()
@@ -104,12 +61,12 @@ def test_dated_files_are_one_series_in_date_order(tmp_path):
 
 def test_undated_files_are_in_order_and_tags_give_dates(tmp_path):
     for name, seed in (("a", 0), ("b", 1)):
-        _write(tmp_path / f"tile_{name}.tif", _scene(seed))
+        write_tif(tmp_path / f"tile_{name}.tif", _scene(seed))
     cube = store.open_cube(str(tmp_path / "tile_*.tif"))
     assert cube["time"].values.tolist() == [0, 1]
     np.testing.assert_array_equal(cube.isel(time=1).values, _scene(1))
-    _write(tmp_path / "x_1.tif", _scene(0), date="2021:03:04 10:00:00")
-    _write(tmp_path / "x_2.tif", _scene(1), date="2021:01:02 10:00:00")
+    write_tif(tmp_path / "x_1.tif", _scene(0), date="2021:03:04 10:00:00")
+    write_tif(tmp_path / "x_2.tif", _scene(1), date="2021:01:02 10:00:00")
     cube = store.open_cube(str(tmp_path / "x_*.tif"))
     assert cube["time"].values.astype("datetime64[D]").astype(str).tolist() == [
         "2021-01-02",
@@ -119,12 +76,12 @@ def test_undated_files_are_in_order_and_tags_give_dates(tmp_path):
 
 
 def test_a_series_on_different_grids_is_refused_by_name(tmp_path):
-    a = _write(tmp_path / "s_20200101.tif", _scene(0))
-    b = _write(tmp_path / "s_20200201.tif", _scene(1), origin=(500030, 4000000))
+    a = write_tif(tmp_path / "s_20200101.tif", _scene(0))
+    b = write_tif(tmp_path / "s_20200201.tif", _scene(1), origin=(500030, 4000000))
     with pytest.raises(ValueError, match="not on one grid") as info:
         store.open_cube([a, b])
     assert repr(a) in str(info.value) and repr(b) in str(info.value)
-    c = _write(tmp_path / "t_20200201.tif", _scene(1)[:3])
+    c = write_tif(tmp_path / "t_20200201.tif", _scene(1)[:3])
     with pytest.raises(ValueError, match="4 bands; .* 3 bands"):
         store.open_cube([a, c])
 
@@ -132,11 +89,11 @@ def test_a_series_on_different_grids_is_refused_by_name(tmp_path):
 def test_cli_fits_a_series_and_writes_its_components_with_the_dates(tmp_path, capsys):
     stacks = [_scene(i) for i in range(3)]
     for d, bands in zip(("20200510", "20200608", "20200710"), stacks):
-        _write(tmp_path / f"S_{d}.TIF", bands)
+        write_tif(tmp_path / f"S_{d}.TIF", bands)
     pattern = str(tmp_path / "S_*.TIF")
     model = str(tmp_path / "m.zarr")
     assert main(["fit", pattern, model, "--degree", "2", *THREADS]) == 0
-    _assert_same_model(store.load_model(model), _rows(stacks))
+    assert_same_model(store.load_model(model), _rows(stacks), "band")
     out = str(tmp_path / "c.nc")
     assert main(["transform", model, pattern, out, *THREADS]) == 0, capsys.readouterr().err
     comps = store.open_cube(out, "components", "component")

@@ -14,13 +14,12 @@ import io
 import dask
 import numpy as np
 import pytest
-import xarray as xr
+from rasters import assert_same_model, four_band_scene
 
 from ppa_dask import PPA, store
 from ppa_dask.app.cli import main
 from ppa_dask.app.pipeline import run_pipeline, validate_pipeline
 
-TOL = 1e-10
 NY, NX = 32, 40
 NAMES = ("blue", "green", "red", "nir")
 THREADS = ["--scheduler", "threads"]
@@ -35,9 +34,7 @@ def _threads_scheduler():
 def _write(path, tag=True):
     import h5netcdf
 
-    t = np.random.default_rng(0).uniform(0.1, 1.0, size=(NY, NX))
-    bands = np.round(np.stack([t, t**2, np.sin(2 * t), np.sqrt(t)]) * 9000 + 1000)
-    bands = bands.astype(np.uint16)
+    bands = four_band_scene(0, NY, NX)
     bands[:, :4, :] = 0  # outside the tile, in every band (12.5 %)
     bands[1, -1, -1] = 0  # and one pixel in green only: missing as a whole
     with h5netcdf.File(path, "w") as f:
@@ -59,24 +56,6 @@ def _write(path, tag=True):
     return str(path), rows, valid.reshape(NY, NX)
 
 
-def _assert_same_model(model, rows):
-    # to 1e-10 of the total variance (the smallest step's variance is 1e-7 of it, so its own
-    # relative difference is rounding of the sums times 1e7)
-    ref = PPA(degree=2, random_state=0).fit(rows)
-    total = ref.explained_variance_.sum()
-    np.testing.assert_allclose(
-        model.explained_variance_, ref.explained_variance_, rtol=TOL, atol=TOL * total
-    )
-    assert list(model.degrees_) == list(ref.degrees_)
-    probe = xr.DataArray(rows[:30].T[:, None, :], dims=("variable", "y", "x"))
-    np.testing.assert_allclose(
-        model.transform(probe).values[:, 0, :].T,
-        ref.transform(rows[:30]),
-        rtol=TOL,
-        atol=TOL * np.sqrt(total),
-    )
-
-
 @pytest.mark.slow
 def test_variables_stack_as_features_and_fit_as_stacked_by_hand(tmp_path):
     path, rows, valid = _write(tmp_path / "S2.nc")
@@ -87,7 +66,7 @@ def test_variables_stack_as_features_and_fit_as_stacked_by_hand(tmp_path):
     assert cube.encoding["ppa_dask_nodata"] == 0.0  # the variables' _FillValue
     assert np.isnan(cube.values[:, ~valid]).all() and not np.isnan(cube.values[:, valid]).any()
     model = PPA(degree=2, random_state=0).fit(cube, feature_dim="variable")
-    _assert_same_model(model, rows)
+    assert_same_model(model, rows, "variable")
     comps = model.transform(cube).values
     assert np.isnan(comps[:, ~valid]).all() and np.isfinite(comps[:, valid]).all()
     two = store.open_cube(path, variables=["red", "blue"])
@@ -102,11 +81,12 @@ def test_untagged_variables_take_nodata_and_warn_without_it(tmp_path):
         PPA(degree=2, random_state=0).fit(
             store.open_cube(path, variables="all"), feature_dim="variable"
         )
-    _assert_same_model(
+    assert_same_model(
         PPA(degree=2, random_state=0).fit(
             store.open_cube(path, variables="all", nodata=0), feature_dim="variable"
         ),
         rows,
+        "variable",
     )
 
 
@@ -132,7 +112,7 @@ def test_cli_variable_all_and_transform_with_the_models_variables(tmp_path, caps
     model_path = str(tmp_path / "m.zarr")
     args = ["--variable", "all", "--degree", "2", *THREADS]
     assert main(["fit", path, model_path, *args]) == 0
-    _assert_same_model(store.load_model(model_path), rows)
+    assert_same_model(store.load_model(model_path), rows, "variable")
     out = str(tmp_path / "c.nc")
     assert main(["transform", model_path, path, out, *THREADS]) == 0, capsys.readouterr().err
     comps = store.open_cube(out, "components", "component").values
@@ -160,6 +140,6 @@ def test_pipeline_variables(tmp_path):
     assert config["data"]["feature_dim"] == "variable"
     out = tmp_path / "run"
     run_pipeline(config, output=str(out), stream=io.StringIO())
-    _assert_same_model(store.load_model(str(out / "03-fit" / "model.zarr")), rows)
+    assert_same_model(store.load_model(str(out / "03-fit" / "model.zarr")), rows, "variable")
     comps = store.open_cube(str(out / "04-transform" / "components.nc"), "components", "component")
     assert np.isnan(comps.values[:, ~valid]).all()
