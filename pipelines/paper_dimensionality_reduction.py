@@ -57,15 +57,15 @@ from ppa_dask.app.experiments import (
 )
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.app.scripts.figures import new_figure, save_figure
-from ppa_dask.app.scripts.options import paper_datasets_parser
+from ppa_dask.app.scripts.options import paper_datasets_parser, quick_defaults
 from ppa_dask.app.scripts.output import (
     Timer,
     command_line,
     mean_std,
     pm,
     prepare_output,
-    write_json,
     write_report,
+    write_summary,
     write_table,
 )
 from ppa_dask.app.scripts.tasks import run_fanout
@@ -109,8 +109,7 @@ def _check_nlpca_options(args, error):
         error(f"--nlpca-max-k must be >= 0, got {args.nlpca_max_k}")
     if args.nlpca_max_iter is not None and args.nlpca_max_iter < 1:
         error(f"--nlpca-max-iter must be >= 1, got {args.nlpca_max_iter}")
-    if args.nlpca_max_iter is None:
-        args.nlpca_max_iter = QUICK_NLPCA_ITER if args.quick else NLPCA_MAX_ITER
+    quick_defaults(args, nlpca_max_iter=(QUICK_NLPCA_ITER, NLPCA_MAX_ITER))
     args.nlpca_restarts = NLPCA_RESTARTS
 
 
@@ -329,16 +328,7 @@ def main(argv=None):
         sections.append(_write_comparison(out, comparison, t2_rows, args))
 
     figures = [_figure(out, curves, args.datasets, half, methods) for half in ("train", "test")]
-    write_json(
-        out,
-        "summary.json",
-        dict(
-            settings=vars(args),
-            summary=summary,
-            nlpca_vs_ppa=comparison["rows"],
-            elapsed_seconds=timer.elapsed,
-        ),
-    )
+    write_summary(out, args, timer.elapsed, summary=summary, nlpca_vs_ppa=comparison["rows"])
     write_report(
         out,
         "PPA paper Sec. 5.3: dimensionality reduction",

@@ -34,15 +34,15 @@ import numpy as np
 from ppa_dask.app.experiments import helix_curvatures, helix_geometry_task
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.app.scripts.figures import new_figure, save_figure
-from ppa_dask.app.scripts.options import base_parser
+from ppa_dask.app.scripts.options import base_parser, quick_defaults
 from ppa_dask.app.scripts.output import (
     Timer,
     command_line,
     mean_std,
     pm,
     prepare_output,
-    write_json,
     write_report,
+    write_summary,
     write_table,
 )
 from ppa_dask.app.scripts.tasks import run_fanout
@@ -71,11 +71,7 @@ def parse_args(argv=None):
         default=2000,
         help="points per helix (training + cross-validation; default 2000)",
     )
-    args = parser.parse_args(argv)
-    if args.repeats is None:
-        args.repeats = 1 if args.quick else 10
-    if args.n_helices_4d is None:
-        args.n_helices_4d = 4 if args.quick else 30
+    args = quick_defaults(parser.parse_args(argv), repeats=(1, 10), n_helices_4d=(4, 30))
     if args.n_helices_4d < 0 or args.n_samples < 100:
         parser.error("--n-helices-4d must be >= 0 and --n-samples >= 100")
     return args
@@ -373,16 +369,8 @@ def main(argv=None):
     figures = [_figure5(out, res3)]
     if rows4:
         figures.append(_figure6(out, rows4))
-    write_json(
-        out,
-        "summary.json",
-        dict(
-            settings=vars(args),
-            theory=theory.tolist(),
-            helix3d=summary3,
-            helix4d=summary4,
-            elapsed_seconds=timer.elapsed,
-        ),
+    write_summary(
+        out, args, timer.elapsed, theory=theory.tolist(), helix3d=summary3, helix4d=summary4
     )
     write_report(
         out,

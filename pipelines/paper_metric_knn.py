@@ -38,15 +38,15 @@ from ppa_dask.app.experiments import (
 )
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.app.scripts.figures import new_figure, save_figure
-from ppa_dask.app.scripts.options import base_parser, csv_list
+from ppa_dask.app.scripts.options import base_parser, csv_list, quick_defaults
 from ppa_dask.app.scripts.output import (
     Timer,
     command_line,
     mean_std,
     pm,
     prepare_output,
-    write_json,
     write_report,
+    write_summary,
     write_table,
 )
 from ppa_dask.app.scripts.tasks import run_fanout
@@ -79,16 +79,13 @@ def parse_args(argv=None):
     parser.add_argument(
         "--n-test", type=int, default=None, help="test points per draw (default 2000; quick 500)"
     )
-    args = parser.parse_args(argv)
-    quick = args.quick
-    if args.repeats is None:
-        args.repeats = 10 if quick else 20
-    if args.train_sizes is None:
-        args.train_sizes = [10, 50] if quick else [10, 20, 50, 100, 500]
-    if args.ks is None:
-        args.ks = [1, 3, 5] if quick else [1, 3, 5, 7, 9, 11, 13, 15]
-    if args.n_test is None:
-        args.n_test = 500 if quick else 2000
+    args = quick_defaults(
+        parser.parse_args(argv),
+        repeats=(10, 20),
+        train_sizes=([10, 50], [10, 20, 50, 100, 500]),
+        ks=([1, 3, 5], [1, 3, 5, 7, 9, 11, 13, 15]),
+        n_test=(500, 2000),
+    )
     if min(args.train_sizes) < 4 or min(args.ks) < 1 or args.n_test < 10:
         parser.error("training sizes must be >= 4, k >= 1 and --n-test >= 10")
     return args
@@ -184,16 +181,8 @@ def main(argv=None):
         _figure4_sizes(out, acc, args),
         _figure3(out, degrees, args.seed),
     ]
-    write_json(
-        out,
-        "summary.json",
-        dict(
-            settings=vars(args),
-            degrees=degrees,
-            degree_cv_scores=cv_scores,
-            summary=summary,
-            elapsed_seconds=timer.elapsed,
-        ),
+    write_summary(
+        out, args, timer.elapsed, degrees=degrees, degree_cv_scores=cv_scores, summary=summary
     )
     write_report(
         out,

@@ -59,8 +59,8 @@ from ppa_dask.app.scripts.output import (
     mean_std,
     pm,
     prepare_output,
-    write_json,
     write_report,
+    write_summary,
     write_table,
 )
 from ppa_dask.app.scripts.tasks import run_fanout
@@ -334,16 +334,8 @@ def main(argv=None):
 
     figure = _figure(out, args.datasets, stats, [e for e in (MAIN_ESTIMATOR, KDE_ESTIMATOR)
                                                  if e in estimators])  # fmt: skip
-    write_json(
-        out,
-        "summary.json",
-        dict(
-            settings=vars(args),
-            summary=summary,
-            verdict={k: v for k, v in verdict.items() if k != "text"},
-            elapsed_seconds=timer.elapsed,
-        ),
-    )
+    verdict_numbers = {k: v for k, v in verdict.items() if k != "text"}
+    write_summary(out, args, timer.elapsed, summary=summary, verdict=verdict_numbers)
     write_report(
         out,
         "PPA paper Sec. 5.4: multi-information reduction (Table 3)",

@@ -30,15 +30,15 @@ from ppa_dask.app.experiments import (
 )
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
 from ppa_dask.app.scripts.figures import new_figure, save_figure
-from ppa_dask.app.scripts.options import base_parser
+from ppa_dask.app.scripts.options import base_parser, quick_defaults
 from ppa_dask.app.scripts.output import (
     Timer,
     command_line,
     mean_std,
     pm,
     prepare_output,
-    write_json,
     write_report,
+    write_summary,
     write_table,
 )
 from ppa_dask.app.scripts.tasks import run_fanout
@@ -60,10 +60,7 @@ def parse_args(argv=None):
         choices=PAPER_DATASETS,
         help="data set (default: magic_gamma, the paper's)",
     )
-    args = parser.parse_args(argv)
-    if args.repeats is None:
-        args.repeats = 1 if args.quick else 5
-    return args
+    return quick_defaults(parser.parse_args(argv), repeats=(1, 5))
 
 
 #: Options of the test suite's smaller rerun of a saved record (a subset of its cells).
@@ -174,11 +171,7 @@ def main(argv=None):
     if args.record:
         write_record(args.record, make_surface_record(args, argv, specs, results, timer.elapsed))
     figure = _figure(out, args.dataset, results[0]["model"], args.seed)
-    write_json(
-        out,
-        "summary.json",
-        dict(settings=vars(args), summary=summary, rows=rows, elapsed_seconds=timer.elapsed),
-    )
+    write_summary(out, args, timer.elapsed, summary=summary, rows=rows)
     write_report(
         out,
         "PPA paper Sec. 5.3: principal curves, surfaces and volumes",

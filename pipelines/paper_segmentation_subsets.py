@@ -32,7 +32,7 @@ import numpy as np
 
 from ppa_dask.app.experiments import METHOD_LABELS, multi_information_task, split_seed
 from ppa_dask.app.reproductions import make_record, recorded_command, seeds_of, write_record
-from ppa_dask.app.scripts.options import base_parser
+from ppa_dask.app.scripts.options import base_parser, quick_defaults
 from ppa_dask.app.scripts.output import (
     Timer,
     command_line,
@@ -69,9 +69,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--gd-max-iter", type=int, default=20, help="PPA-GD evaluations per step (default 20)"
     )
-    args = parser.parse_args(argv)
-    if args.repeats is None:
-        args.repeats = 1 if args.quick else 10
+    args = quick_defaults(parser.parse_args(argv), repeats=(1, 10))
     if args.max_subsets is None:
         args.max_subsets = 5 if args.quick else len(subsets())
     if args.max_subsets < 1 or args.gd_max_iter < 0:

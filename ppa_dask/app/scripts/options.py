@@ -1,11 +1,12 @@
 """The command-line options of the paper scripts under ``pipelines/``.
 
 :func:`base_parser` holds the options of the PPA paper's scripts (``--output --repeats --quick
---seed --workers --record``), :func:`paper_datasets_parser` adds the paper's six data sets and
-PPA-GD's budget, :func:`stability_parser` holds the options of the feature-bagging stability
-scripts (``--output --workers --scheduler --seed --small --quiet --record``) and
-:func:`csv_list` is the argparse type of a comma-separated list. A bad value exits with status
-2 and argparse's usage line, before any work starts.
+--seed --workers --record``) and :func:`quick_defaults` fills in the defaults that depend on
+``--quick``; :func:`paper_datasets_parser` adds the paper's six data sets and PPA-GD's budget;
+:func:`stability_parser` holds the options of the feature-bagging stability scripts
+(``--output --workers --scheduler --seed --small --quiet --record``); :func:`csv_list` is the
+argparse type of a comma-separated list. A bad value exits with status 2 and argparse's usage
+line, before any work starts.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = [
     "base_parser",
     "csv_list",
     "paper_datasets_parser",
+    "quick_defaults",
     "stability_parser",
 ]
 
@@ -85,6 +87,25 @@ def base_parser(description, default_output):
     return parser
 
 
+def quick_defaults(args, **defaults):
+    """Give each option left at None its ``(quick, full)`` default by ``args.quick``; return
+    ``args``.
+
+    The options whose default depends on ``--quick`` default to None in the parser, so an
+    explicit value (``--repeats 3 --quick``) is kept.
+
+    Examples
+    --------
+    >>> args = base_parser("demo", "out").parse_args(["--quick"])
+    >>> quick_defaults(args, repeats=(1, 10)).repeats
+    1
+    """
+    for name, (quick, full) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+    return args
+
+
 def paper_datasets_parser(
     description, default_output, quick_gd_iter=5, add_options=None, check=None
 ):
@@ -121,10 +142,7 @@ def paper_datasets_parser(
         unknown = [name for name in args.datasets if name not in PAPER_DATASETS]
         if unknown:
             parser.error(f"unknown data sets {unknown}; choose from {', '.join(PAPER_DATASETS)}")
-        if args.repeats is None:
-            args.repeats = 1 if args.quick else 10
-        if args.gd_max_iter is None:
-            args.gd_max_iter = quick_gd_iter if args.quick else 20
+        quick_defaults(args, repeats=(1, 10), gd_max_iter=(quick_gd_iter, 20))
         if args.gd_max_iter < 0:
             parser.error(f"--gd-max-iter must be >= 0, got {args.gd_max_iter}")
         if check is not None:

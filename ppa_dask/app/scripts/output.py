@@ -5,6 +5,7 @@ Tables: :func:`write_table` (rows of dicts as ``stem.csv`` at full precision and
 by :func:`ppa_dask.utils.tables.pipe_table`, with the cell texts :func:`fmt`, :func:`pm` and
 :func:`mean_std_text` and the aggregate :func:`mean_std`; :func:`read_csv` reads a table back.
 Reports: :func:`write_report` (``report.md``: the command, the tables, the figures),
+:func:`write_summary` (``summary.json``: the settings, the findings, the time),
 :func:`write_json`, :func:`command_line` (the command that reproduces a run),
 :func:`prepare_output` and :class:`Timer`.
 """
@@ -39,6 +40,7 @@ __all__ = [
     "write_frame_table",
     "write_json",
     "write_report",
+    "write_summary",
     "write_table",
 ]
 
@@ -250,6 +252,24 @@ def write_json(directory, name, obj):
     with open(os.path.join(directory, name), "w") as f:
         json.dump(_jsonable(obj), f, indent=2)
         f.write("\n")
+
+
+def write_summary(directory, args, elapsed, **findings):
+    """``summary.json``: the run's settings (``vars(args)``), its ``findings`` in the order
+    given and its run time in seconds.
+
+    Examples
+    --------
+    >>> import argparse, json, os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> write_summary(folder, argparse.Namespace(seed=0), 1.5, degrees={"low": 2})
+    >>> with open(os.path.join(folder, "summary.json")) as f:
+    ...     list(json.load(f))
+    ['settings', 'degrees', 'elapsed_seconds']
+    """
+    write_json(
+        directory, "summary.json", dict(settings=vars(args), **findings, elapsed_seconds=elapsed)
+    )
 
 
 def write_report(directory, title, command, sections, figures, elapsed):
