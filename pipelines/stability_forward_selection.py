@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 
 import numpy as np
 
 from ppa_dask.app.scripts.figures import matplotlib_headless, save_figure
 from ppa_dask.app.scripts.options import stability_parser
-from ppa_dask.app.scripts.output import command_line, markdown_table, write_csv
-from ppa_dask.app.scripts.tasks import cluster, run_grid
+from ppa_dask.app.scripts.output import command_line, markdown_table, write_csv, write_grid_report
+from ppa_dask.app.scripts.tasks import run_settings
 
 
 def parse_args(argv=None):
@@ -129,7 +128,6 @@ def run_block(setting, X, y, T_max):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     os.makedirs(args.output, exist_ok=True)
     n = args.n_samples
@@ -145,17 +143,14 @@ def main(argv=None):
             dict(q=q, b0=b0, b1=min(B, b0 + block), seed=args.seed) for b0 in range(0, B, block)
         ]
     start = time.perf_counter()
-    with cluster(workers=args.workers, scheduler=args.scheduler) as client:
-        parts = run_grid(
-            run_block,
-            settings,
-            (X, y, T_max),
-            args.output,
-            client,
-            "forward-selection rounds",
-            args.quiet,
-            context=dict(n=n, d=d, T_max=T_max),
-        )
+    parts = run_settings(
+        args,
+        run_block,
+        settings,
+        (X, y, T_max),
+        "forward-selection rounds",
+        context=dict(n=n, d=d, T_max=T_max),
+    )
     from ppa_dask.stability import feature_stability_bound
 
     rows = []
@@ -225,9 +220,6 @@ def main(argv=None):
         for T in range(1, T_max + 1)
     )
     lines = [
-        "# Random forward selection: FI with and without feature bagging (section 4.2.1)",
-        "",
-        f"Command: `{command_line(__file__, argv)}`  ",
         f"n = {n}, d = {d}, T = 1..{T_max}, B = {B} rounds per q, seed {args.seed}; shared "
         f"randomness. Wall time {seconds:.0f} s.",
         "",
@@ -242,9 +234,12 @@ def main(argv=None):
         "![forward selection](forward_selection.png)",
         "",
     ]
-    with open(os.path.join(args.output, "report.md"), "w") as f:
-        f.write("\n".join(lines))
-    print(f"wrote {args.output}/report.md")
+    write_grid_report(
+        args.output,
+        "Random forward selection: FI with and without feature bagging (section 4.2.1)",
+        command_line(__file__, argv),
+        lines,
+    )
     return dict(
         rows=rows,
         below_baseline=below_baseline,

@@ -45,7 +45,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import sys
 import time
 
 import numpy as np
@@ -53,8 +52,8 @@ import numpy as np
 from ppa_dask.app.reproductions import make_record, recorded_command, write_record
 from ppa_dask.app.scripts.figures import matplotlib_headless, new_figure, save_figure
 from ppa_dask.app.scripts.options import csv_list, stability_parser
-from ppa_dask.app.scripts.output import command_line, markdown_table, write_csv
-from ppa_dask.app.scripts.tasks import cluster, run_grid
+from ppa_dask.app.scripts.output import command_line, markdown_table, write_csv, write_grid_report
+from ppa_dask.app.scripts.tasks import run_settings
 from ppa_dask.datasets import REGRESSION_DATASETS, load_regression_dataset
 
 VAR_MU = 6.2962
@@ -757,7 +756,6 @@ def increment_figure(summary, output):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     os.makedirs(args.output, exist_ok=True)
     if args.record:
@@ -798,17 +796,14 @@ def main(argv=None):
         for params in grid(est, args.small, n_trees, max_depth)[: args.first_settings]
     ]
     start = time.perf_counter()
-    with cluster(workers=args.workers, scheduler=args.scheduler) as client:
-        rows = run_grid(
-            run_setting,
-            settings,
-            (data,),
-            args.output,
-            client,
-            "hyperparameter settings",
-            args.quiet,
-            context=dict(n_train=n_train, n_test=n_test),
-        )
+    rows = run_settings(
+        args,
+        run_setting,
+        settings,
+        (data,),
+        "hyperparameter settings",
+        context=dict(n_train=n_train, n_test=n_test),
+    )
     write_csv(rows, os.path.join(args.output, "results.csv"))
     summary = []
     groups = {}
@@ -865,9 +860,6 @@ def main(argv=None):
         and s["nu"] in PAPER_S15
     ]
     lines = [
-        "# Generalisation gap against FI and II (paper section S.1)",
-        "",
-        f"Command: `{command_line(__file__, argv)}`  ",
         f"{len(rows)} settings; {n_train} training rows, up to {n_test} test rows (FI and II "
         f"averaged over {min(300, n_test)} of them), II from {ii_instances} removed rows, "
         f"{n_trees} trees per forest, seed {args.seed}. Wall time {seconds:.0f} s (this "
@@ -987,9 +979,12 @@ def main(argv=None):
         "![gap against instability](gap_vs_instability.png)",
         "",
     ]
-    with open(os.path.join(args.output, "report.md"), "w") as f:
-        f.write("\n".join(lines))
-    print(f"wrote {args.output}/report.md")
+    write_grid_report(
+        args.output,
+        "Generalisation gap against FI and II (paper section S.1)",
+        command_line(__file__, argv),
+        lines,
+    )
     if args.record:
         write_record(args.record, make_gap_record(args, argv, rows, summary))
     return dict(rows=rows, summary=summary)

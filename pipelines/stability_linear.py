@@ -34,15 +34,20 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 
 import numpy as np
 
 from ppa_dask.app.scripts.figures import matplotlib_headless, save_figure
 from ppa_dask.app.scripts.options import stability_parser
-from ppa_dask.app.scripts.output import command_line, fmt, markdown_table, write_csv
-from ppa_dask.app.scripts.tasks import cluster, run_grid
+from ppa_dask.app.scripts.output import (
+    command_line,
+    fmt,
+    markdown_table,
+    write_csv,
+    write_grid_report,
+)
+from ppa_dask.app.scripts.tasks import run_settings
 
 
 def parse_args(argv=None):
@@ -334,9 +339,6 @@ def checks(summary, n, d):
 def report(summary, checks_, n, d, args, argv, seconds, output):
     gamma = d / n
     lines = [
-        "# Bagged least squares: II and FI against p, q and B (paper section 3)",
-        "",
-        f"Command: `{command_line(__file__, argv)}`  ",
         f"n = {n}, d = {d} (gamma = {gamma:g}), noise sigma = {args.noise}, seed {args.seed}, "
         f"{summary[0]['replicates']} replicate(s) per setting; shared coupling; instabilities on "
         f"the coefficient scale E||beta - beta^l||^2. Wall time {seconds:.0f} s.",
@@ -399,34 +401,33 @@ def report(summary, checks_, n, d, args, argv, seconds, output):
         "![closed vs refit](closed_vs_refit.png)",
         "",
     ]
-    with open(os.path.join(output, "report.md"), "w") as f:
-        f.write("\n".join(lines))
+    write_grid_report(
+        output,
+        "Bagged least squares: II and FI against p, q and B (paper section 3)",
+        command_line(__file__, argv),
+        lines,
+    )
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     os.makedirs(args.output, exist_ok=True)
     n, d, settings, refit_max = grids(args)
     start = time.perf_counter()
-    with cluster(workers=args.workers, scheduler=args.scheduler) as client:
-        rows = run_grid(
-            run_setting,
-            settings,
-            (n, d, args.noise, args.seed, refit_max),
-            args.output,
-            client,
-            "linear-model settings",
-            args.quiet,
-            context=dict(n=n, d=d, noise=args.noise, seed=args.seed, refit_max=refit_max),
-        )
+    rows = run_settings(
+        args,
+        run_setting,
+        settings,
+        (n, d, args.noise, args.seed, refit_max),
+        "linear-model settings",
+        context=dict(n=n, d=d, noise=args.noise, seed=args.seed, refit_max=refit_max),
+    )
     write_csv(rows, os.path.join(args.output, "results.csv"))
     summary = summarise(rows)
     write_csv(summary, os.path.join(args.output, "summary.csv"))
     checks_ = checks(summary, n, d)
     figures(summary, n, d, args.output)
     report(summary, checks_, n, d, args, argv, time.perf_counter() - start, args.output)
-    print(f"wrote {args.output}/report.md")
     return checks_
 
 

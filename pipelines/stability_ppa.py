@@ -20,15 +20,20 @@ Writes ``results.csv``, ``report.md`` and ``ppa_fi.png`` (FI against B per q, wi
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import numpy as np
 
 from ppa_dask.app.scripts.figures import matplotlib_headless, save_figure
 from ppa_dask.app.scripts.options import stability_parser
-from ppa_dask.app.scripts.output import command_line, fmt, markdown_table, write_csv
-from ppa_dask.app.scripts.tasks import cluster, run_grid
+from ppa_dask.app.scripts.output import (
+    command_line,
+    fmt,
+    markdown_table,
+    write_csv,
+    write_grid_report,
+)
+from ppa_dask.app.scripts.tasks import run_settings
 from ppa_dask.datasets import REGRESSION_DATASETS, load_regression_dataset
 
 
@@ -92,7 +97,6 @@ def run_setting(setting, data):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     os.makedirs(args.output, exist_ok=True)
     names = args.datasets or (["diabetes", "abalone"] if args.small else list(REGRESSION_DATASETS))
@@ -117,17 +121,9 @@ def main(argv=None):
         if int(np.floor(q * data[name][0].shape[1] + 0.5)) > k
     ]
     start = time.perf_counter()
-    with cluster(workers=args.workers, scheduler=args.scheduler) as client:
-        rows = run_grid(
-            run_setting,
-            settings,
-            (data,),
-            args.output,
-            client,
-            "FeatureBaggingPPA settings",
-            args.quiet,
-            context=dict(n=n),
-        )
+    rows = run_settings(
+        args, run_setting, settings, (data,), "FeatureBaggingPPA settings", context=dict(n=n)
+    )
     write_csv(
         rows,
         os.path.join(args.output, "results.csv"),
@@ -194,9 +190,6 @@ def main(argv=None):
             + f" (increasing in q: {all(a <= b for a, b in zip(ordered, ordered[1:]))})"
         )
     lines = [
-        "# Feature instability of feature-bagged PPA reconstructions",
-        "",
-        f"Command: `{command_line(__file__, argv)}`  ",
         f"Standardised features, up to {n} rows fitted per data set, FI on up to 500 held-out "
         f"rows, k = {k} components per member, PPA degrees 1..3 by 2-fold CV, shared coupling, "
         f"seed {args.seed}. Wall time {seconds:.0f} s.",
@@ -221,9 +214,12 @@ def main(argv=None):
         "![FI against B](ppa_fi.png)",
         "",
     ]
-    with open(os.path.join(args.output, "report.md"), "w") as f:
-        f.write("\n".join(lines))
-    print(f"wrote {args.output}/report.md")
+    write_grid_report(
+        args.output,
+        "Feature instability of feature-bagged PPA reconstructions",
+        command_line(__file__, argv),
+        lines,
+    )
     return dict(rows=rows)
 
 

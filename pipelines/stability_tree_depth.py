@@ -29,7 +29,6 @@ forward-selection bound of section 4.2.1). Each (d, q, seed) is a Dask task; wri
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import numpy as np
@@ -37,8 +36,8 @@ import numpy as np
 from ppa_dask.app.reproductions import make_record, recorded_command, write_record
 from ppa_dask.app.scripts.figures import matplotlib_headless, save_figure
 from ppa_dask.app.scripts.options import csv_list, stability_parser
-from ppa_dask.app.scripts.output import command_line, markdown_table, write_csv
-from ppa_dask.app.scripts.tasks import cluster, run_grid
+from ppa_dask.app.scripts.output import command_line, markdown_table, write_csv, write_grid_report
+from ppa_dask.app.scripts.tasks import run_settings
 
 #: Feature-subsampling ratios q of the bagged trees (1.0: the non-bagged tree).
 RATIOS = (1.0, 0.1, 0.2, 0.3, 0.5)
@@ -145,7 +144,6 @@ def bound(d, q, T):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     os.makedirs(args.output, exist_ok=True)
     ds = args.n_features or ([10] if args.small else [10, 20])
@@ -159,8 +157,7 @@ def main(argv=None):
         for seed in (seeds if q < 1.0 else seeds[:1])  # the non-bagged tree is not random
     ]
     start = time.perf_counter()
-    with cluster(workers=args.workers, scheduler=args.scheduler) as client:
-        rows = run_grid(run_block, settings, (), args.output, client, "dyadic trees", args.quiet)
+    rows = run_settings(args, run_block, settings, (), "dyadic trees")
     seconds = time.perf_counter() - start
     for r in rows:
         r["bound"] = bound(r["d"], r["q"], r["T"])
@@ -186,9 +183,6 @@ def main(argv=None):
         ax.legend(fontsize=7)
     save_figure(fig, args.output, "tree_depth.png", dpi=90)
     lines = [
-        "# Depth-T dyadic trees: FI against 2T/d and the bagging bound (section 4.2.2)",
-        "",
-        f"Command: `{command_line(__file__, argv)}`  ",
         f"B = {B} rounds, seeds {seeds}, wall time {seconds:.0f} s.",
         "",
         markdown_table(rows, columns),
@@ -196,9 +190,12 @@ def main(argv=None):
         "![FI of depth-T trees](tree_depth.png)",
         "",
     ]
-    with open(os.path.join(args.output, "report.md"), "w") as f:
-        f.write("\n".join(lines))
-    print(f"wrote {args.output}/report.md")
+    write_grid_report(
+        args.output,
+        "Depth-T dyadic trees: FI against 2T/d and the bagging bound (section 4.2.2)",
+        command_line(__file__, argv),
+        lines,
+    )
     if args.record:
         write_record(args.record, make_depth_record(args, argv, rows, seeds, seconds))
     return dict(rows=rows)

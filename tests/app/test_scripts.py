@@ -1,17 +1,20 @@
 """The helpers the scripts under ``pipelines/`` share (``ppa_dask.app.scripts``): the options
-whose default depends on ``--quick``, and ``summary.json``.
+whose default depends on ``--quick``, ``summary.json``, the stability scripts' resumable grid
+and their ``report.md``.
 
 The scripts themselves run end to end in test_paper_pipelines.py, test_stability_pipelines.py
 and test_vsk_pipelines.py; here each helper is held to what a script relies on.
 """
 
+import argparse
 import json
 import math
 
 import pytest
 
 from ppa_dask.app.scripts.options import base_parser, quick_defaults
-from ppa_dask.app.scripts.output import write_summary
+from ppa_dask.app.scripts.output import write_grid_report, write_summary
+from ppa_dask.app.scripts.tasks import run_settings
 
 
 def _parse(*argv):
@@ -48,3 +51,35 @@ def test_the_summary_holds_the_settings_the_findings_in_order_and_the_time(tmp_p
     assert saved["settings"] == {**vars(args), "seed": 4, "quick": True}
     assert saved["summary"] == {"ppa": None}  # JSON has no NaN
     assert saved["degrees"] == {"low": 2} and saved["elapsed_seconds"] == 2.5
+
+
+# --------------------------------------------------------------------------------------------
+# the stability scripts: their grid on the cluster of their options, their report
+# --------------------------------------------------------------------------------------------
+
+
+def _square(setting, calls):
+    calls.append(setting["x"])
+    return {"x": setting["x"], "y": setting["x"] ** 2}
+
+
+def test_run_settings_runs_the_grid_into_the_output_folder_and_resumes(tmp_path):
+    args = argparse.Namespace(workers=0, scheduler=None, output=str(tmp_path), quiet=True)
+    settings = [{"x": 3}, {"x": 1}, {"x": 2}]
+    calls = []
+    rows = run_settings(args, _square, settings, (calls,), "squares", context={"n": 5})
+    assert [(r["x"], r["y"]) for r in rows] == [(3, 9), (1, 1), (2, 4)]  # the settings' order
+    assert sorted(calls) == [1, 2, 3] and len(list((tmp_path / "parts").iterdir())) == 3
+    again = run_settings(args, _square, settings[:2], (calls,), "squares", context={"n": 5})
+    assert again == rows[:2] and len(calls) == 3  # read back from parts/, not recomputed
+    run_settings(args, _square, settings[:1], (calls,), "squares", context={"n": 6})
+    assert len(calls) == 4  # another context is another run
+
+
+def test_the_grid_report_has_the_heading_the_command_and_the_text(tmp_path, capsys):
+    write_grid_report(
+        str(tmp_path), "FI of trees", "python pipelines/x.py --small", ["a", "", "b"]
+    )
+    text = (tmp_path / "report.md").read_text()
+    assert text == "# FI of trees\n\nCommand: `python pipelines/x.py --small`  \na\n\nb"
+    assert capsys.readouterr().out == f"wrote {tmp_path}/report.md\n"

@@ -5,6 +5,7 @@ Tables: :func:`write_table` (rows of dicts as ``stem.csv`` at full precision and
 by :func:`ppa_dask.utils.tables.pipe_table`, with the cell texts :func:`fmt`, :func:`pm` and
 :func:`mean_std_text` and the aggregate :func:`mean_std`; :func:`read_csv` reads a table back.
 Reports: :func:`write_report` (``report.md``: the command, the tables, the figures),
+:func:`write_grid_report` (the stability scripts' ``report.md``: the command, then their text),
 :func:`write_summary` (``summary.json``: the settings, the findings, the time),
 :func:`write_json`, :func:`command_line` (the command that reproduces a run),
 :func:`prepare_output` and :class:`Timer`.
@@ -38,6 +39,7 @@ __all__ = [
     "read_csv",
     "write_csv",
     "write_frame_table",
+    "write_grid_report",
     "write_json",
     "write_report",
     "write_summary",
@@ -286,6 +288,25 @@ def write_report(directory, title, command, sections, figures, elapsed):
         lines += [f"![{name}]({name})", ""]
     with open(os.path.join(directory, "report.md"), "w") as f:
         f.write("\n".join(lines))
+
+
+def write_grid_report(directory, title, command, lines):
+    """The stability scripts' ``report.md``: a heading, the command, then ``lines`` (markdown
+    text, one item a line); says where it went.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> write_grid_report(folder, "FI", "python pipelines/x.py", ["Wall time 1 s."])
+    ... # doctest: +ELLIPSIS
+    wrote .../report.md
+    >>> open(os.path.join(folder, "report.md")).read().splitlines()
+    ['# FI', '', 'Command: `python pipelines/x.py`  ', 'Wall time 1 s.']
+    """
+    with open(os.path.join(directory, "report.md"), "w") as f:
+        f.write("\n".join([f"# {title}", "", f"Command: `{command}`  ", *lines]))
+    print(f"wrote {directory}/report.md")
 
 
 def command_line(script, argv=None):

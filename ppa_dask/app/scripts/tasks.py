@@ -4,7 +4,8 @@
 cluster or none), :func:`run_fanout` and :func:`fan_out` run independent tasks in order
 through :func:`ppa_dask.utils.fanout.run_tasks` (which does the submitting, scattering,
 retries and progress), and :func:`run_grid` runs a grid of settings resumably: one part file
-per finished setting under ``<output>/parts``, keyed by :func:`setting_key`. Independent
+per finished setting under ``<output>/parts``, keyed by :func:`setting_key`;
+:func:`run_settings` is that grid on the cluster and folder of a stability script's options. Independent
 repetitions get their seed from the base seed and their own keys
 (:func:`ppa_dask.utils.seeds.task_seed`) and come back in task order, so results do not depend
 on the number of workers.
@@ -29,6 +30,7 @@ __all__ = [
     "fan_out",
     "run_fanout",
     "run_grid",
+    "run_settings",
     "setting_key",
 ]
 
@@ -176,6 +178,24 @@ def run_grid(func, settings, shared, output, client, label, quiet=False, context
     for setting in settings:
         out.extend(rows[setting_key(setting, context)])
     return out
+
+
+def run_settings(args, func, settings, shared, label, context=None):
+    """:func:`run_grid` as the stability scripts run it: on the cluster of their options
+    (``args.workers``, ``args.scheduler``), parts under ``args.output``, progress unless
+    ``args.quiet``.
+
+    Examples
+    --------
+    >>> import argparse, tempfile
+    >>> args = argparse.Namespace(workers=0, scheduler=None, output=tempfile.mkdtemp(), quiet=True)
+    >>> [row["x"] for row in run_settings(args, lambda s, k: {"x": k * s}, [1, 2], (3,), "grid")]
+    [3, 6]
+    """
+    with cluster(workers=args.workers, scheduler=args.scheduler) as client:
+        return run_grid(
+            func, settings, shared, args.output, client, label, args.quiet, context=context
+        )
 
 
 def _plain(value):
