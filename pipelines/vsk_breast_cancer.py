@@ -40,8 +40,10 @@ from ppa_dask.app.reproductions import (
     recorded_command,
     write_record,
 )
+from ppa_dask.app.scripts.figures import matplotlib_headless, save_figure
+from ppa_dask.app.scripts.options import add_svm_search_options, check_svm_search_options
 from ppa_dask.app.scripts.output import mean_std_text, write_frame_table
-from ppa_dask.app.scripts.selection import C_GRID, GAMMA_GRID, svm_grid, tuned
+from ppa_dask.app.scripts.selection import C_GRID, GAMMA_GRID, search_grids, svm_grid, tuned
 from ppa_dask.app.scripts.tasks import cluster, fan_out
 from ppa_dask.datasets import load_breast_cancer_wisconsin
 from ppa_dask.utils.seeds import task_seed
@@ -200,11 +202,7 @@ def summarize(rows):
 
 
 def plot(full, table5, feature_names, output):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = matplotlib_headless()
     order = ["NB", "SVM", "SVM-S", "SVM-VSK", "SVM-E (median kept)", "SVM-E (best kept)"]
     kernels = sorted(full["kernel"].unique())
     fig, axes = plt.subplots(1, len(kernels), figsize=(6 * len(kernels), 4), squeeze=False)
@@ -218,9 +216,7 @@ def plot(full, table5, feature_names, output):
             f"{'Gaussian' if kernel == 'rbf' else 'linear'} kernel, "
             f"{sub['split'].nunique()} split(s)"
         )
-    fig.tight_layout()
-    fig.savefig(os.path.join(output, "bc_f1.png"), dpi=120)
-    plt.close(fig)
+    save_figure(fig, output, "bc_f1.png", dpi=120)
 
     if len(table5):
         fig, ax = plt.subplots(figsize=(9, 4))
@@ -245,9 +241,7 @@ def plot(full, table5, feature_names, output):
         ax.set_ylabel("weighted F1 (test half)")
         ax.set_title("SVM-E: kept feature + naive-Bayes posterior of the other 8")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(os.path.join(output, "bc_svm_e.png"), dpi=120)
-        plt.close(fig)
+        save_figure(fig, output, "bc_svm_e.png", dpi=120)
 
 
 FEATURES = (
@@ -339,20 +333,16 @@ def parse_args(argv=None):
     parser.add_argument("--output", default="vsk-breast-cancer")
     parser.add_argument("--n-splits", type=int, default=10, help="split 0 is the fixed split")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--kernels", default="linear,rbf")
     parser.add_argument(
         "--kept",
         default=None,
         help="SVM-E's kept features, comma separated indices 0-8 (default: all nine)",
     )
-    parser.add_argument("--cv", type=int, default=5)
-    parser.add_argument("--coarse-grid", action="store_true", help="every other grid value")
+    add_svm_search_options(parser)
     parser.add_argument("--workers", type=int, default=2, help="0 runs the tasks in process")
     add_record_option(parser)
     args = parser.parse_args(argv)
-    args.kernels = tuple(args.kernels.split(","))
-    if not set(args.kernels) <= {"linear", "rbf"}:
-        parser.error(f"--kernels: expected linear and/or rbf, got {','.join(args.kernels)}")
+    check_svm_search_options(args, parser.error)
     if args.kept is not None:
         try:
             args.kept = tuple(int(v) for v in args.kept.split(","))
@@ -367,15 +357,13 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    step = 2 if args.coarse_grid else 1
     out = run(
         args.output,
         args.n_splits,
         args.seed,
         args.kernels,
         args.kept,
-        C_GRID[::step],
-        GAMMA_GRID[::step],
+        *search_grids(args.coarse_grid),
         args.cv,
         None,
         args.workers,

@@ -46,6 +46,7 @@ from ppa_dask.app.reproductions import (
     recorded_command,
     write_record,
 )
+from ppa_dask.app.scripts.figures import matplotlib_headless, save_figure
 from ppa_dask.app.scripts.output import write_frame_table
 from ppa_dask.app.scripts.tasks import cluster, fan_out
 from ppa_dask.datasets import load_covid_italy
@@ -157,11 +158,7 @@ def summarize(df, threshold):
 
 
 def plot(df, best_preds, data, dates, output):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = matplotlib_headless()
     nus = sorted(df["nu"].unique())
     fig, axes = plt.subplots(len(nus), 2, figsize=(12, 3.8 * len(nus)), squeeze=False)
     cap = 1.0 / np.finfo(float).eps
@@ -184,9 +181,7 @@ def plot(df, best_preds, data, dates, output):
         for ax in row:
             ax.set_xlabel("shape parameter eps (gamma = eps^2)")
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(output, "covid_condition_rme.png"), dpi=120)
-    plt.close(fig)
+    save_figure(fig, output, "covid_condition_rme.png", dpi=120)
 
     fig, axes = plt.subplots(1, len(nus), figsize=(6.5 * len(nus), 4), squeeze=False)
     days = np.arange(len(data["y"]))
@@ -201,9 +196,7 @@ def plot(df, best_preds, data, dates, output):
         ax.set_xticks(days[::14], [str(d)[5:] for d in dates[::14]])
         ax.set_title(f"best-eps predictions, nu = {nu:g} (test: right of the dotted line)")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(output, "covid_best_predictions.png"), dpi=120)
-    plt.close(fig)
+    save_figure(fig, output, "covid_best_predictions.png", dpi=120)
 
 
 def run(

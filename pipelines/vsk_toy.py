@@ -40,8 +40,10 @@ from ppa_dask.app.reproductions import (
     recorded_command,
     write_record,
 )
+from ppa_dask.app.scripts.figures import matplotlib_headless, save_figure
+from ppa_dask.app.scripts.options import add_svm_search_options, check_svm_search_options, csv_list
 from ppa_dask.app.scripts.output import write_frame_table
-from ppa_dask.app.scripts.selection import C_GRID, GAMMA_GRID, svm_grid, tuned
+from ppa_dask.app.scripts.selection import C_GRID, GAMMA_GRID, search_grids, svm_grid, tuned
 from ppa_dask.app.scripts.tasks import cluster, fan_out
 from ppa_dask.utils.seeds import task_seed
 
@@ -170,13 +172,10 @@ def summarize(results):
     return df, f1, spec
 
 
-def plot(f1, path):
-    """The paper's Fig. 1: weighted F1 of NB, SVM and SVM-VSK per data set, one panel per kernel."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(f1, output):
+    """The paper's Fig. 1 (``toy_f1.png``): weighted F1 of NB, SVM and SVM-VSK per data set, one
+    panel per kernel."""
+    plt = matplotlib_headless()
     kernels = sorted(f1["kernel"].unique())
     fig, axes = plt.subplots(len(kernels), 1, figsize=(11, 3.6 * len(kernels)), squeeze=False)
     for ax, kernel in zip(axes[:, 0], kernels):
@@ -192,9 +191,7 @@ def plot(f1, path):
         ax.set_ylabel("weighted F1 (test)")
         ax.set_title(f"{'Gaussian' if kernel == 'rbf' else 'linear'} kernel")
         ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, output, "toy_f1.png", dpi=120)
 
 
 def run(
@@ -254,7 +251,7 @@ def run(
             note="Gaussian: C(K_Psi) >= C(K) (Corollary 1). Linear: Proposition 2 bound "
             "C(K_Psi) tr(K)/tr(K_Psi) <= C(K) on non-negative data.",
         )
-    plot(f1, os.path.join(output, "toy_f1.png"))
+    plot(f1, output)
     if verbose:
         print(text)
         print(f"{len(tasks)} tasks in {time.perf_counter() - t0:.1f} s; written to {output}")
@@ -265,34 +262,26 @@ def _grid_text(values):
     return "{" + ", ".join(f"{v:g}" for v in values) + "}"
 
 
-def _ints(text):
-    return tuple(int(v) for v in text.split(","))
-
-
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default="vsk-toy", help="output folder (default ./vsk-toy)")
     parser.add_argument(
-        "--n-samples", type=_ints, default=(100, 500, 2500), help="e.g. 100,500,2500"
+        "--n-samples", type=csv_list(int), default=(100, 500, 2500), help="e.g. 100,500,2500"
     )
-    parser.add_argument("--n-features", type=_ints, default=(2, 4, 16, 64), help="e.g. 2,4,16,64")
-    parser.add_argument("--kernels", default="linear,rbf", help="linear,rbf")
+    parser.add_argument(
+        "--n-features", type=csv_list(int), default=(2, 4, 16, 64), help="e.g. 2,4,16,64"
+    )
     parser.add_argument(
         "--n-reps", type=int, default=3, help="repetitions per data set (default 3)"
     )
     parser.add_argument("--seed", type=int, default=1992)
-    parser.add_argument("--cv", type=int, default=5)
-    parser.add_argument(
-        "--coarse-grid", action="store_true", help="every other grid value (a quick run)"
-    )
+    add_svm_search_options(parser)
     parser.add_argument(
         "--workers", type=int, default=2, help="LocalCluster worker processes (0: in process)"
     )
     add_record_option(parser)
     args = parser.parse_args(argv)
-    args.kernels = tuple(args.kernels.split(","))
-    if not set(args.kernels) <= {"linear", "rbf"}:
-        parser.error(f"--kernels: expected linear and/or rbf, got {','.join(args.kernels)}")
+    check_svm_search_options(args, parser.error)
     if args.n_reps < 1 or args.cv < 2 or args.workers < 0:
         parser.error("--n-reps must be >= 1, --cv >= 2 and --workers >= 0")
     return args
@@ -300,7 +289,6 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    step = 2 if args.coarse_grid else 1
     out = run(
         args.output,
         args.n_samples,
@@ -308,8 +296,7 @@ def main(argv=None):
         args.kernels,
         args.n_reps,
         args.seed,
-        C_GRID[::step],
-        GAMMA_GRID[::step],
+        *search_grids(args.coarse_grid),
         args.cv,
         None,
         args.workers,

@@ -1,6 +1,6 @@
 """The helpers the scripts under ``pipelines/`` share (``ppa_dask.app.scripts``): the options
 whose default depends on ``--quick``, ``summary.json``, the stability scripts' resumable grid
-and their ``report.md``.
+and their ``report.md``, the VSK scripts' SVM search options and grids.
 
 The scripts themselves run end to end in test_paper_pipelines.py, test_stability_pipelines.py
 and test_vsk_pipelines.py; here each helper is held to what a script relies on.
@@ -12,8 +12,14 @@ import math
 
 import pytest
 
-from ppa_dask.app.scripts.options import base_parser, quick_defaults
+from ppa_dask.app.scripts.options import (
+    add_svm_search_options,
+    base_parser,
+    check_svm_search_options,
+    quick_defaults,
+)
 from ppa_dask.app.scripts.output import write_grid_report, write_summary
+from ppa_dask.app.scripts.selection import search_grids
 from ppa_dask.app.scripts.tasks import run_settings
 
 
@@ -83,3 +89,44 @@ def test_the_grid_report_has_the_heading_the_command_and_the_text(tmp_path, caps
     text = (tmp_path / "report.md").read_text()
     assert text == "# FI of trees\n\nCommand: `python pipelines/x.py --small`  \na\n\nb"
     assert capsys.readouterr().out == f"wrote {tmp_path}/report.md\n"
+
+
+# --------------------------------------------------------------------------------------------
+# the VSK scripts' SVM grid search
+# --------------------------------------------------------------------------------------------
+
+
+def _svm_parser():
+    parser = argparse.ArgumentParser(prog="vsk")
+    add_svm_search_options(parser)
+    return parser
+
+
+def test_the_svm_options_default_to_both_kernels_five_folds_and_the_full_grids():
+    parser = _svm_parser()
+    args = parser.parse_args([])
+    check_svm_search_options(args, parser.error)
+    assert (args.kernels, args.cv, args.coarse_grid) == (("linear", "rbf"), 5, False)
+    args = parser.parse_args(["--kernels", "rbf"])
+    check_svm_search_options(args, parser.error)
+    assert args.kernels == ("rbf",)
+
+
+@pytest.mark.parametrize("kernels", ["poly", "linear,sigmoid", "linear,"])
+def test_an_unknown_kernel_is_one_usage_error(kernels, capsys):
+    parser = _svm_parser()
+    args = parser.parse_args(["--kernels", kernels])
+    with pytest.raises(SystemExit) as exit_:
+        check_svm_search_options(args, parser.error)
+    assert exit_.value.code == 2
+    assert f"--kernels: expected linear and/or rbf, got {kernels}" in capsys.readouterr().err
+
+
+def test_the_coarse_grids_are_every_other_value_of_the_papers():
+    # the paper's section 6.1: C = 2^-6 .. 2^5, gamma = 10^-6 .. 10^1
+    C, gamma = search_grids()
+    assert C == (2.0**-6, 2.0**-5, 2.0**-4, 2.0**-3, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+    assert gamma == (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0)
+    C, gamma = search_grids(coarse=True)
+    assert C == (2.0**-6, 2.0**-4, 2.0**-2, 1.0, 4.0, 16.0)
+    assert gamma == (1e-6, 1e-4, 1e-2, 1.0)

@@ -17,7 +17,9 @@ from ppa_dask.app.reproductions import add_record_option
 from ppa_dask.datasets import PAPER_DATASETS
 
 __all__ = [
+    "add_svm_search_options",
     "base_parser",
+    "check_svm_search_options",
     "csv_list",
     "paper_datasets_parser",
     "quick_defaults",
@@ -183,6 +185,50 @@ def stability_parser(description, default_output):
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_record_option(p)
     return p
+
+
+#: The kernels of the VSK scripts' SVMs.
+KERNELS = ("linear", "rbf")
+
+
+def add_svm_search_options(parser):
+    """The SVM grid-search options of the VSK classification scripts: ``--kernels``, ``--cv``
+    and ``--coarse-grid`` (every other value of the paper's grids,
+    :func:`ppa_dask.app.scripts.selection.search_grids`).
+
+    Examples
+    --------
+    >>> p = argparse.ArgumentParser()
+    >>> add_svm_search_options(p)
+    >>> args = p.parse_args(["--kernels", "rbf", "--coarse-grid"])
+    >>> args.kernels, args.cv, args.coarse_grid
+    ('rbf', 5, True)
+    """
+    parser.add_argument(
+        "--kernels", default=",".join(KERNELS), help="SVM kernels, comma separated (linear,rbf)"
+    )
+    parser.add_argument("--cv", type=int, default=5, help="folds of the grid search (default 5)")
+    parser.add_argument(
+        "--coarse-grid", action="store_true", help="every other grid value (a quick run)"
+    )
+
+
+def check_svm_search_options(args, error):
+    """Turn ``args.kernels`` into a tuple of :data:`KERNELS`, or call ``error(message)``.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> args = argparse.Namespace(kernels="linear,rbf")
+    >>> check_svm_search_options(args, print)
+    >>> args.kernels
+    ('linear', 'rbf')
+    >>> check_svm_search_options(argparse.Namespace(kernels="poly"), print)
+    --kernels: expected linear and/or rbf, got poly
+    """
+    args.kernels = tuple(args.kernels.split(","))
+    if not set(args.kernels) <= set(KERNELS):
+        error(f"--kernels: expected linear and/or rbf, got {','.join(args.kernels)}")
 
 
 def csv_list(kind):

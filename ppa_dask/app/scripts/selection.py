@@ -1,6 +1,7 @@
 """Model selection of the VSK scripts under ``pipelines/`` (Campi et al. 2021, section 6.1).
 
-The paper's SVM grids (:data:`C_GRID`, :data:`GAMMA_GRID`, :func:`svm_grid`), its score, the
+The paper's SVM grids (:data:`C_GRID`, :data:`GAMMA_GRID`, :func:`search_grids`,
+:func:`svm_grid`), its score, the
 class-weighted F1 (:func:`weighted_f1`, :func:`weighted_f1_scorer`), and the grid search by it
 (:func:`tuned`).
 """
@@ -12,6 +13,7 @@ import numpy as np
 __all__ = [
     "C_GRID",
     "GAMMA_GRID",
+    "search_grids",
     "svm_grid",
     "tuned",
     "weighted_f1",
@@ -24,6 +26,18 @@ C_GRID = tuple(2.0**k for k in range(-6, 6))
 
 
 GAMMA_GRID = tuple(10.0**k for k in range(-6, 2))
+
+
+def search_grids(coarse=False):
+    """The paper's C and gamma grids, or every other value of each (``--coarse-grid``).
+
+    Examples
+    --------
+    >>> [len(grid) for grid in search_grids()], [len(grid) for grid in search_grids(True)]
+    ([12, 8], [6, 4])
+    """
+    step = 2 if coarse else 1
+    return C_GRID[::step], GAMMA_GRID[::step]
 
 
 def svm_grid(kernel, prefix="", C_grid=C_GRID, gamma_grid=GAMMA_GRID):
