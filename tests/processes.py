@@ -1,8 +1,11 @@
 """Child processes for the tests: a Python process killed with SIGKILL at a moment it announces
-(what a killed batch job leaves behind), and a ``python -m ppa_dask`` command followed line by
-line under a bound on its whole run (signals, lost jobs).
+(what a killed batch job leaves behind), a ``python -m ppa_dask`` command followed line by
+line under a bound on its whole run (signals, lost jobs), and a ``dask scheduler`` with two
+``dask worker`` processes (:func:`dask_cluster`), stopped by :func:`stop`.
 """
 
+import contextlib
+import json
 import os
 import queue
 import signal
@@ -10,10 +13,74 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+#: the ``dask`` command of this environment
+DASK = os.path.join(os.path.dirname(sys.executable), "dask")
+
+
+def stop(procs):
+    """Terminate the processes, and kill any still there 20 s later (bounded waits only)."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=20)
+
+
+@contextlib.contextmanager
+def dask_cluster(folder, env, dashboard=False):
+    """A ``dask scheduler`` and two one-thread ``dask worker`` processes (no nanny: a worker is
+    the process itself, its BLAS variables those of ``env``) on 127.0.0.1, run in ``folder``
+    and writing to ``folder/cluster.log``; yields the scheduler's address once both workers
+    are in, and stops the workers, then the scheduler, on exit. ``dashboard``: the scheduler
+    serves its dashboard on a free port."""
+    scheduler_file = os.path.join(folder, "scheduler.json")
+    logs = open(os.path.join(folder, "cluster.log"), "w")  # noqa: SIM115 - closed on exit
+    run = dict(stdout=logs, stderr=subprocess.STDOUT, env=env, cwd=folder)
+    board = ["--dashboard-address", "127.0.0.1:0"] if dashboard else ["--no-dashboard"]
+    procs = [
+        subprocess.Popen(
+            [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", *board]
+            + ["--scheduler-file", scheduler_file],
+            **run,
+        )
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(scheduler_file) or not Path(scheduler_file).read_text().strip():
+            assert procs[0].poll() is None and time.monotonic() < deadline, "no scheduler"
+            time.sleep(0.1)
+        time.sleep(0.2)  # the file is written in one go, but give it a moment
+        with open(scheduler_file) as f:
+            address = json.load(f)["address"]
+        assert address.startswith("tcp://127.0.0.1:")
+        for i in range(2):
+            procs.append(
+                subprocess.Popen(
+                    [DASK, "worker", address, "--name", f"w{i}", "--nthreads", "1"]
+                    + ["--host", "127.0.0.1", "--no-dashboard", "--no-nanny"]
+                    + ["--memory-limit", "1GiB"]
+                    + ["--local-directory", os.path.join(folder, f"w{i}")],
+                    **run,
+                )
+            )
+        from distributed import Client
+
+        with Client(address, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=90)
+        yield address
+    finally:
+        stop(procs[1:])
+        stop(procs[:1])
+        logs.close()
 
 
 def kill_when_printed(code, args, marker, timeout=60):

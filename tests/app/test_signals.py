@@ -11,7 +11,6 @@ Ctrl-C raising KeyboardInterrupt. On Kubernetes (none here) the signal comes whi
 KubeCluster, replaced by one that waits, waits for its pods: the same one line.
 """
 
-import json
 import os
 import signal
 import subprocess
@@ -31,7 +30,6 @@ pytestmark = pytest.mark.slow
 
 
 ROOT = str(paths.ROOT)
-DASK = os.path.join(os.path.dirname(sys.executable), "dask")
 # several passes of a few seconds on 2 workers: the signal comes while they run
 FIT = ["--degree", "1-3", "--n-components", "5", "--seed", "0"]
 SIGNALS = [
@@ -56,59 +54,13 @@ def data(tmp_path_factory):
     return path
 
 
-def _stop(procs):
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=20)
-
-
 @pytest.fixture
 def scheduler(tmp_path_factory):
     """The address of a ``dask scheduler`` with two ``dask worker`` processes (127.0.0.1),
     fresh for each test: on workers that have run the fit once it takes 0.3 s, over before
     the signal; on new ones it takes seconds (they load the compiled kernels first)."""
-    base = tmp_path_factory.mktemp("scheduler")
-    file = base / "scheduler.json"
-    logs = open(base / "cluster.log", "w")  # noqa: SIM115 - held by the processes until teardown
-    run = dict(stdout=logs, stderr=subprocess.STDOUT, env=_env(), cwd=base)
-    procs = [
-        subprocess.Popen(
-            [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard"]
-            + ["--scheduler-file", str(file)],
-            **run,
-        )
-    ]
-    try:
-        deadline = time.monotonic() + 60
-        while not file.exists() or not file.read_text().strip():
-            assert procs[0].poll() is None and time.monotonic() < deadline, "no scheduler"
-            time.sleep(0.1)
-        time.sleep(0.2)
-        address = json.loads(file.read_text())["address"]
-        for i in range(2):
-            procs.append(
-                subprocess.Popen(
-                    [DASK, "worker", address, "--name", f"w{i}", "--nthreads", "1"]
-                    + ["--host", "127.0.0.1", "--no-dashboard", "--no-nanny"]
-                    + ["--memory-limit", "1GiB", "--local-directory", str(base / f"w{i}")],
-                    **run,
-                )
-            )
-        from distributed import Client
-
-        with Client(address, set_as_default=False) as client:
-            client.wait_for_workers(2, timeout=90)
+    with processes.dask_cluster(tmp_path_factory.mktemp("scheduler"), _env()) as address:
         yield address
-    finally:
-        _stop(procs[1:])
-        _stop(procs[:1])
-        logs.close()
 
 
 def _signal_mid_fit(args, tmp_path, signum):
@@ -243,7 +195,7 @@ def test_a_signal_while_a_kubernetes_cluster_starts_is_one_line(
         stdout, stderr = proc.communicate(timeout=BOUND)
         assert time.monotonic() - sent < BOUND
     finally:
-        _stop([proc])
+        processes.stop([proc])
     assert proc.returncode == status, (stdout, stderr)
     assert _one_error_line(stderr) == f"ppa-dask: {line}"
     assert "Traceback" not in stderr, stderr

@@ -6,15 +6,12 @@ Everything binds to 127.0.0.1; every process started here is stopped here.
 """
 
 import datetime
-import json
 import os
-import subprocess
-import sys
-import time
 
 import dask.array as da
 import numpy as np
 import paths
+import processes
 import pytest
 import yaml
 import zarr
@@ -37,20 +34,7 @@ pytestmark = pytest.mark.cluster
 
 ROOT = str(paths.ROOT)
 CLUSTER = os.path.join(ROOT, "cluster")
-DASK = os.path.join(os.path.dirname(sys.executable), "dask")
 ONE_BLAS = {name: "1" for name in BLAS_THREAD_VARIABLES}
-
-
-def _stop(procs):
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=20)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,74 +46,8 @@ def _stop(procs):
 def external_cluster(tmp_path_factory):
     """``dask scheduler`` and two single-threaded ``dask worker`` processes on 127.0.0.1."""
     base = tmp_path_factory.mktemp("external")
-    scheduler_file = str(base / "scheduler.json")
-    env = dict(os.environ, **ONE_BLAS)
-    logs = open(base / "cluster.log", "w")  # noqa: SIM115 - held open by the processes until teardown
-    procs = [
-        subprocess.Popen(
-            [
-                DASK,
-                "scheduler",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--dashboard-address",
-                "127.0.0.1:0",
-                "--scheduler-file",
-                scheduler_file,
-            ],
-            stdout=logs,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=base,
-        )
-    ]
-    try:
-        deadline = time.monotonic() + 60
-        while not os.path.exists(scheduler_file):
-            assert procs[0].poll() is None and time.monotonic() < deadline, "no scheduler"
-            time.sleep(0.1)
-        time.sleep(0.2)  # the file is written in one go, but give it a moment
-        with open(scheduler_file) as f:
-            address = json.load(f)["address"]
-        assert address.startswith("tcp://127.0.0.1:")
-        for i in range(2):
-            procs.append(
-                subprocess.Popen(
-                    # no nanny: the worker is the process itself (its BLAS variables come from env)
-                    [
-                        DASK,
-                        "worker",
-                        address,
-                        "--name",
-                        f"w{i}",
-                        "--nthreads",
-                        "1",
-                        "--host",
-                        "127.0.0.1",
-                        "--no-dashboard",
-                        "--no-nanny",
-                        "--memory-limit",
-                        "1GiB",
-                        "--local-directory",
-                        str(base / f"w{i}"),
-                    ],
-                    stdout=logs,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    cwd=base,
-                )
-            )
-        from distributed import Client
-
-        with Client(address, set_as_default=False) as client:
-            client.wait_for_workers(2, timeout=90)
+    with processes.dask_cluster(base, dict(os.environ, **ONE_BLAS), dashboard=True) as address:
         yield address, base
-    finally:
-        _stop(procs[1:])
-        _stop(procs[:1])
-        logs.close()
 
 
 def _executed(address):
