@@ -21,7 +21,8 @@ task                                   paper
 
 Protocol of the real-data experiments (paper Sec. 5.3): every feature is scaled to ``[0, 1]``
 over the whole data set (:func:`scaled_paper_dataset`); a repetition draws a random half of the
-rows for training and keeps the other half for testing (:func:`paper_split`); PPA picks the
+rows for training and keeps the other half for testing (:func:`paper_split`, seeded by
+:func:`split_seed`, so one base seed gives every experiment the same splits); PPA picks the
 degree of each step in ``1..5`` by 2-fold cross-validation inside the training half; NLPCA
 (:class:`ppa_dask.nlpca.NLPCA`, Fig. 8 and Table 2 only) is one hierarchical network of
 :data:`NLPCA_MAX_K` units on the same half, whose first ``k`` units give its ``k``-component

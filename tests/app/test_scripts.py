@@ -84,10 +84,12 @@ def test_run_settings_runs_the_grid_into_the_output_folder_and_resumes(tmp_path)
 
 def test_the_grid_report_has_the_heading_the_command_and_the_text(tmp_path, capsys):
     write_grid_report(
-        str(tmp_path), "FI of trees", "python pipelines/x.py --small", ["a", "", "b"]
+        str(tmp_path), "FI of trees", "python pipelines/stability_ppa.py --small", ["a", "", "b"]
     )
     text = (tmp_path / "report.md").read_text()
-    assert text == "# FI of trees\n\nCommand: `python pipelines/x.py --small`  \na\n\nb"
+    assert (
+        text == "# FI of trees\n\nCommand: `python pipelines/stability_ppa.py --small`  \na\n\nb"
+    )
     assert capsys.readouterr().out == f"wrote {tmp_path}/report.md\n"
 
 

@@ -298,11 +298,11 @@ def write_grid_report(directory, title, command, lines):
     --------
     >>> import os, tempfile
     >>> folder = tempfile.mkdtemp()
-    >>> write_grid_report(folder, "FI", "python pipelines/x.py", ["Wall time 1 s."])
+    >>> write_grid_report(folder, "FI", "python pipelines/stability_ppa.py", ["Wall time 1 s."])
     ... # doctest: +ELLIPSIS
     wrote .../report.md
     >>> open(os.path.join(folder, "report.md")).read().splitlines()
-    ['# FI', '', 'Command: `python pipelines/x.py`  ', 'Wall time 1 s.']
+    ['# FI', '', 'Command: `python pipelines/stability_ppa.py`  ', 'Wall time 1 s.']
     """
     with open(os.path.join(directory, "report.md"), "w") as f:
         f.write("\n".join([f"# {title}", "", f"Command: `{command}`  ", *lines]))

@@ -5,8 +5,8 @@ cluster or none), :func:`run_fanout` and :func:`fan_out` run independent tasks i
 through :func:`ppa_dask.utils.fanout.run_tasks` (which does the submitting, scattering,
 retries and progress), and :func:`run_grid` runs a grid of settings resumably: one part file
 per finished setting under ``<output>/parts``, keyed by :func:`setting_key`;
-:func:`run_settings` is that grid on the cluster and folder of a stability script's options. Independent
-repetitions get their seed from the base seed and their own keys
+:func:`run_settings` is that grid on the cluster and folder of a stability script's options.
+Independent repetitions get their seed from the base seed and their own keys
 (:func:`ppa_dask.utils.seeds.task_seed`) and come back in task order, so results do not depend
 on the number of workers.
 """
