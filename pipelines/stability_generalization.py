@@ -64,6 +64,13 @@ ESTIMATORS = ("rf", "dt", "ada", "gbrt")
 #: The partial-MI residualizers (S.1.6): random forest, decision tree, AdaBoost, gradient
 #: boosting, the scikit-learn regressors of :func:`make_residualizer`.
 RESIDUALIZERS = ("rf", "dt", "ada", "gbrt")
+#: Their settings (:func:`make_residualizer`).
+RESIDUALIZER_PARAMS = dict(
+    rf=dict(n_estimators=100, min_samples_leaf=2),
+    dt=dict(min_samples_leaf=2),
+    ada=dict(max_depth=3, n_estimators=50),
+    gbrt={},
+)
 #: Grid subsamples of the bootstrap summaries (the paper's 100 replicates of a third of a grid).
 N_BOOTSTRAP = 100
 
@@ -320,7 +327,16 @@ def grid(name, small, n_trees, max_depth):
     ]
 
 
-def make_estimator(name, params, seed):
+def regressor(name, seed, **params):
+    """The scikit-learn regressor ``name`` (rf, dt, ada, gbrt of :data:`ESTIMATORS`) with
+    ``random_state=seed`` and ``params``; a forest on one thread, AdaBoost over a tree of
+    ``params["max_depth"]``.
+
+    Examples
+    --------
+    >>> regressor("ada", 0, max_depth=2, n_estimators=5).estimator.max_depth
+    2
+    """
     from sklearn.ensemble import (
         AdaBoostRegressor,
         GradientBoostingRegressor,
@@ -329,16 +345,24 @@ def make_estimator(name, params, seed):
     from sklearn.tree import DecisionTreeRegressor
 
     if name == "rf":
-        return RandomForestRegressor(
-            min_samples_leaf=1, bootstrap=True, random_state=seed, n_jobs=1, **params
-        )
+        return RandomForestRegressor(random_state=seed, n_jobs=1, **params)
     if name == "dt":
         return DecisionTreeRegressor(random_state=seed, **params)
     if name == "ada":
-        p = dict(params)
-        tree = DecisionTreeRegressor(max_depth=p.pop("max_depth"), random_state=seed)
-        return AdaBoostRegressor(tree, random_state=seed, **p)
-    return GradientBoostingRegressor(random_state=seed, **params)
+        params = dict(params)
+        tree = DecisionTreeRegressor(max_depth=params.pop("max_depth"), random_state=seed)
+        return AdaBoostRegressor(tree, random_state=seed, **params)
+    if name == "gbrt":
+        return GradientBoostingRegressor(random_state=seed, **params)
+    raise ValueError(f"unknown regressor {name!r}; choose from {', '.join(ESTIMATORS)}")
+
+
+def make_estimator(name, params, seed):
+    """The model of one setting: :func:`regressor` with the grid's ``params`` (a forest of
+    bootstrap samples and leaves of any size)."""
+    if name == "rf":
+        params = dict(min_samples_leaf=1, bootstrap=True, **params)
+    return regressor(name, seed, **params)
 
 
 def run_setting(setting, data):
@@ -394,28 +418,9 @@ def make_residualizer(name, seed):
     >>> type(make_residualizer("gbrt", 0)).__name__
     'GradientBoostingRegressor'
     """
-    from sklearn.ensemble import (
-        AdaBoostRegressor,
-        GradientBoostingRegressor,
-        RandomForestRegressor,
-    )
-    from sklearn.tree import DecisionTreeRegressor
-
-    if name == "rf":
-        return RandomForestRegressor(
-            n_estimators=100, min_samples_leaf=2, random_state=seed, n_jobs=1
-        )
-    if name == "dt":
-        return DecisionTreeRegressor(min_samples_leaf=2, random_state=seed)
-    if name == "ada":
-        return AdaBoostRegressor(
-            DecisionTreeRegressor(max_depth=3, random_state=seed),
-            n_estimators=50,
-            random_state=seed,
-        )
-    if name == "gbrt":
-        return GradientBoostingRegressor(random_state=seed)
-    raise ValueError(f"unknown residualizer {name!r}; choose from {', '.join(RESIDUALIZERS)}")
+    if name not in RESIDUALIZERS:
+        raise ValueError(f"unknown residualizer {name!r}; choose from {', '.join(RESIDUALIZERS)}")
+    return regressor(name, seed, **RESIDUALIZER_PARAMS[name])
 
 
 def joint_mutual_information(Z, y, n_neighbors=3, random_state=0):
