@@ -72,8 +72,14 @@ def _model():
 
 
 def _assert_same_model(model, rows):
+    # the variances to TOL of the total: the smallest step's is a small part of it, and the
+    # chunked and in-memory sums round differently by a few ulps of the total (1.2e-10 of the
+    # smallest here on an AMD EPYC)
     ref = _model().fit(rows)
-    np.testing.assert_allclose(model.explained_variance_, ref.explained_variance_, rtol=TOL)
+    total = ref.explained_variance_.sum()
+    np.testing.assert_allclose(
+        model.explained_variance_, ref.explained_variance_, rtol=TOL, atol=TOL * total
+    )
     assert list(model.degrees_) == list(ref.degrees_)
     stacked = model.xarray_layout_ is not None
     assert stacked
