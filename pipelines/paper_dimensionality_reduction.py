@@ -370,6 +370,15 @@ def main(argv=None):
 
 #: Options of the test suite's smaller rerun of a saved record (a subset of its cells).
 REDUCED = ("--repeats", "1", "--datasets", "vehicles")
+#: How closely a rerun reproduces a record with NLPCA: its autoencoder is trained by L-BFGS from
+#: seeded weights along a path that follows the CPU's rounding
+NLPCA_TOLERANCE = dict(
+    rtol=0.05,
+    atol=0.0,
+    why="NLPCA's autoencoder is trained by L-BFGS from seeded weights, along a path that follows "
+    "the CPU's rounding: the reduced rerun on an AVX-512 CPU (AMD EPYC, family 26) agreed with "
+    "the record, made on another CPU, to 3 % in every cell (34 cells differed beyond 1e-6)",
+)
 #: Data sets whose PPA-GD training error exceeds PCA's at large k (issue 26): the record keeps
 #: the objective at the start of each of their PPA-GD steps, relative to PCA's error.
 GD_EXCESS = ("segmentation", "page_blocks", "japanese_vowels")
@@ -466,6 +475,7 @@ def make_fig8_record(args, argv, specs, results, elapsed):
         figures=figures,
         reduced=REDUCED,
         volatile=["quantity=fit_seconds"],
+        tolerance=NLPCA_TOLERANCE if "nlpca" in methods else None,
         digits=7,
         run_seconds=elapsed,
     )

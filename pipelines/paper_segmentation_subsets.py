@@ -56,6 +56,16 @@ ESTIMATOR_LABELS = {
 }
 #: Options of the test suite's smaller rerun of a saved record (a subset of its cells).
 REDUCED = ("--max-subsets", "3", "--repeats", "1")
+#: How closely a rerun reproduces the record: PPA's Delta I on these nearly rank-deficient
+#: subsets follows the CPU's rounding by some thousandths of a bit
+TOLERANCE = dict(
+    rtol=0.0,
+    atol=0.02,
+    why="on an AVX-512 CPU (AMD EPYC, family 26) the reduced rerun's PPA cells (Delta I and PPA "
+    "minus PCA, bits per dimension) moved by up to 0.008 bits from the record, made on another "
+    "CPU (nearly rank-deficient column subsets, whose steps near the rank follow the rounding); "
+    "the other cells agreed to 1e-6",
+)
 
 
 def parse_args(argv=None):
@@ -203,6 +213,7 @@ def make_subsets_record(args, argv, specs, cells, elapsed):
             dict(name="full_rank", kind="bars", table="full_rank", ylabel="Delta I (bits/dim)")
         ],  # fmt: skip
         reduced=REDUCED,
+        tolerance=TOLERANCE,
         run_seconds=elapsed,
     )
 

@@ -311,6 +311,18 @@ def main(argv=None):
 
 #: Options of the test suite's smaller rerun of the saved record (a subset of its cells).
 REDUCED = ("--nus", "0", "--learners", "KRN,KRN-VSK fit")
+#: How closely a rerun reproduces the record: a solve at condition number c is exact to about
+#: c x 1e-16, so the cells above 1e12 (numerically singular at nu = 0) are rounding
+TOLERANCE = dict(
+    rtol=1e-3,
+    atol=0.0,
+    unstable=dict(field="log10_cond_reg", above=12),
+    why="the Gram systems are solved at condition numbers up to 1e17 (infinite, i.e. singular in "
+    "float64, at most shape parameters when nu = 0), so a solve is exact only to about cond x "
+    "1e-16: on an AVX-512 CPU (AMD EPYC, family 26) the reduced rerun's errors above cond 1e12 "
+    "moved up to 18-fold from the record, made on another CPU, and are not compared; the 138 "
+    "cells below agreed to 1.3e-4",
+)
 
 
 def _log10(value):
@@ -380,6 +392,7 @@ def make_covid_record(args, argv, out):
         tables=tables,
         figures=figures,
         reduced=REDUCED,
+        tolerance=TOLERANCE,
         run_seconds=out["seconds"],
         notes="deterministic: no random draws (one series, a fixed split, curve_fit from a "
         "fixed start); every number is one run's",

@@ -18,7 +18,13 @@ are built from these records only. A record holds
 * ``tables``: how the page summarises the cells (:func:`table_rows`): a value aggregated over
   the seeds (mean, sample standard deviation, min, max, count) per row and column, beside the
   paper's number when it gives one;
-* ``figures``: what the documentation draws from the tables (:func:`draw_figure`).
+* ``figures``: what the documentation draws from the tables (:func:`draw_figure`);
+* optionally ``tolerance``: how closely a rerun on another CPU reproduces the cells, for an
+  experiment whose numbers depend on the CPU's rounding (a non-convex optimiser, nearly singular
+  systems): ``rtol`` and ``atol`` of :func:`compare_cells`, ``why`` (what was measured), and
+  optionally ``unstable`` (``{"field": name, "above": number}``: cells whose ``field`` is above
+  that, or null, in the saved or the rerun record are rounding and are not compared). Without
+  it a rerun must agree to :data:`RTOL` / :data:`ATOL`.
 
 The page holds each rendered table between ``<!-- reproduction NAME TABLE -->`` and
 ``<!-- end reproduction -->`` (``TABLE`` = ``command``: the record's command, run time, date
@@ -68,6 +74,8 @@ from ppa_dask.utils.version import VERSION
 __all__ = [
     "FORMAT",
     "DIGITS",
+    "RTOL",
+    "ATOL",
     "RECORD_MAX_BYTES",
     "ReproductionRecordError",
     "package_versions",
@@ -95,6 +103,9 @@ FORMAT = "ppa-dask reproduction record 1"
 #: Significant digits of the floats saved: far below any spread between seeds, and a record of
 #: ten thousand cells stays a few hundred KB.
 DIGITS = 10
+#: How closely a rerun must reproduce a record's cells when the record declares no
+#: ``tolerance``: rounding of the saved digits, nothing more.
+RTOL, ATOL = 1e-6, 1e-12
 #: Largest record read back: the records are meant to be small (KBs to a few hundred KB).
 RECORD_MAX_BYTES = 4 * 2**20
 #: The packages whose versions a record keeps.
@@ -193,6 +204,7 @@ def make_record(
     figures=(),
     reduced=(),
     volatile=(),
+    tolerance=None,
     digits=DIGITS,
     run_seconds,
     notes=None,
@@ -231,6 +243,9 @@ def make_record(
     volatile : list of str
         What a rerun does not reproduce (times), skipped by :func:`compare_cells`: value
         fields, or ``"field=value"`` for the cells whose ``field`` has that value.
+    tolerance : dict or None
+        For numbers that depend on the CPU's rounding: ``rtol``, ``atol``, ``why`` and
+        optionally ``unstable`` (see the module docstring); None: :data:`RTOL` / :data:`ATOL`.
     digits : int
         Significant digits of the floats saved (default :data:`DIGITS`).
     run_seconds : float
@@ -252,6 +267,7 @@ def make_record(
         command=[str(c) for c in command],
         reduced=[str(c) for c in reduced],
         volatile=[str(c) for c in volatile],
+        **({} if tolerance is None else {"tolerance": dict(tolerance)}),
         seeds=sorted({int(s) for s in seeds}),
         versions=package_versions(),
         date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -357,6 +373,38 @@ def _check(record, name):
         if figure.get("kind") not in FIGURE_KINDS or figure.get("table") not in names:
             fail(f"figure {figure.get('name')!r}: kind must be in {FIGURE_KINDS} and table "
                  f"one of {sorted(names)}")  # fmt: skip
+    if "tolerance" in record:
+        problem = _tolerance_problem(record["tolerance"], cells["columns"])
+        if problem:
+            fail(f"tolerance {problem}")
+
+
+def _tolerance_problem(tolerance, columns):
+    """What is wrong with a record's ``tolerance`` entry, or None."""
+
+    def number(value):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    expected = "{'rtol': >= 0, 'atol': >= 0, 'why': text, optionally 'unstable'}"
+    if not isinstance(tolerance, dict) or not {"rtol", "atol", "why"} <= set(tolerance):
+        return f"must be {expected}, got {tolerance!r}"
+    if set(tolerance) - {"rtol", "atol", "why", "unstable"}:
+        return f"has unknown fields {sorted(set(tolerance) - {'rtol', 'atol', 'why', 'unstable'})}"
+    if not all(number(tolerance[k]) and tolerance[k] >= 0 for k in ("rtol", "atol")):
+        return (
+            f"rtol and atol must be numbers >= 0, got {tolerance['rtol']!r}, {tolerance['atol']!r}"
+        )
+    if not isinstance(tolerance["why"], str) or not tolerance["why"].strip():
+        return "why must say what was measured"
+    unstable = tolerance.get("unstable")
+    if unstable is not None and not (
+        isinstance(unstable, dict)
+        and set(unstable) == {"field", "above"}
+        and unstable["field"] in columns
+        and number(unstable["above"])
+    ):
+        return f"unstable must be {{'field': a cell column, 'above': a number}}, got {unstable!r}"
+    return None
 
 
 def read_record(path):
@@ -637,19 +685,36 @@ def parse_recorded_command(record, root, extra=()):
     return module, args
 
 
-def compare_cells(saved, rerun, rtol=1e-6, atol=1e-12):
+def compare_cells(saved, rerun, rtol=None, atol=None):
     """Differences between a rerun's cells and the saved ones, as messages (empty: equal).
 
     Every cell of ``rerun`` must be in ``saved`` (same key values) with every value equal
-    within ``rtol`` / ``atol``; ``saved`` may hold more cells (the larger grid).
+    within ``rtol`` / ``atol`` (default: the saved record's ``tolerance``, else :data:`RTOL`
+    / :data:`ATOL`); ``saved`` may hold more cells (the larger grid). Cells the record's
+    ``tolerance`` calls unstable are not compared, but at least one cell must be.
     """
+    tolerance = saved.get("tolerance") or {}
+    rtol = tolerance.get("rtol", RTOL) if rtol is None else rtol
+    atol = tolerance.get("atol", ATOL) if atol is None else atol
+    unstable = tolerance.get("unstable")
+
+    def is_unstable(cell):
+        if unstable is None:
+            return False
+        value = cell.get(unstable["field"])
+        return (
+            value is None
+            or (isinstance(value, float) and math.isnan(value))
+            or (value > unstable["above"])
+        )
+
     keys = saved["keys"]
     if rerun["keys"] != keys or rerun["cells"]["columns"] != saved["cells"]["columns"]:
         return [f"fields differ: {rerun['cells']['columns']} vs {saved['cells']['columns']}"]
     index = {tuple(c[k] for k in keys): c for c in record_cells(saved)}
     volatile = saved.get("volatile", ())
     skipped = {tuple(v.split("=", 1)) for v in volatile if "=" in v}
-    problems = []
+    problems, compared = [], 0
     for cell in record_cells(rerun):
         key = tuple(cell[k] for k in keys)
         if any(str(cell.get(f)) == v for f, v in skipped):
@@ -658,6 +723,9 @@ def compare_cells(saved, rerun, rtol=1e-6, atol=1e-12):
         if old is None:
             problems.append(f"cell {dict(zip(keys, key))} is not in the saved record")
             continue
+        if is_unstable(cell) or is_unstable(old):
+            continue
+        compared += 1
         for field, value in cell.items():
             if field in keys or field in volatile:
                 continue
@@ -669,6 +737,8 @@ def compare_cells(saved, rerun, rtol=1e-6, atol=1e-12):
                 problems.append(f"{dict(zip(keys, key))} {field}: {value!r} vs {ref!r}")
     if not record_cells(rerun):
         problems.append("the rerun has no cells")
+    elif not compared and not problems:
+        problems.append("no cell of the rerun was compared (all volatile or unstable)")
     return problems
 
 

@@ -190,6 +190,63 @@ def test_compare_cells_finds_a_changed_number_and_skips_volatile_fields():
     assert "not in the saved record" in rep.compare_cells(saved, extra)[0]
 
 
+def test_a_records_declared_tolerance_is_what_a_rerun_is_held_to():
+    # experiments whose numbers follow the CPU's rounding (NLPCA's optimiser, nearly singular
+    # solves) declare how closely another CPU reproduces them, and say what was measured
+    saved = _toy()
+    rerun = json.loads(json.dumps(saved))
+    rerun["cells"]["rows"][3][3] *= 1.02
+    assert len(rep.compare_cells(saved, rerun)) == 1  # the default: rounding only
+    saved["tolerance"] = dict(rtol=0.03, atol=0.0, why="measured on two CPUs")
+    assert rep.compare_cells(saved, rerun) == []
+    saved["tolerance"]["rtol"] = 0.01
+    assert len(rep.compare_cells(saved, rerun)) == 1
+    saved["tolerance"] = dict(rtol=0.0, atol=0.5, why="measured on two CPUs")
+    assert rep.compare_cells(saved, rerun) == []
+
+
+def test_cells_a_record_calls_unstable_are_not_compared_but_some_must_be():
+    saved = _toy()
+    rerun = json.loads(json.dumps(saved))
+    row = rerun["cells"]["rows"][3]
+    row[3] = 50.0  # a cell whose value is rounding (a numerically singular solve, say)
+    threshold = 25.0  # the cell is above it in the rerun only (the others are N(0, 1)): skipped
+    saved["tolerance"] = dict(
+        rtol=1e-6, atol=0.0, why="x", unstable=dict(field="value", above=threshold)
+    )
+    assert rep.compare_cells(saved, rerun) == []
+    saved["tolerance"]["unstable"]["above"] = 100.0  # below it: compared, and differs
+    assert len(rep.compare_cells(saved, rerun)) == 1
+    saved["tolerance"]["unstable"]["above"] = -1e9  # every cell unstable: nothing compared
+    assert rep.compare_cells(saved, rerun) == [
+        "no cell of the rerun was compared (all volatile or unstable)"
+    ]
+
+
+def test_a_tolerance_without_its_measurement_or_out_of_range_is_refused(tmp_path):
+    path = tmp_path / "r.json"
+    for tolerance, match in [
+        (dict(rtol=0.01, atol=0.0), "must be"),
+        (dict(rtol=-1, atol=0.0, why="x"), "must be numbers >= 0"),
+        (dict(rtol=0.01, atol=0.0, why=" "), "why must say what was measured"),
+        (dict(rtol=0.01, atol=0.0, why="x", cells="all"), "unknown fields \\['cells'\\]"),
+        (dict(rtol=0.01, atol=0.0, why="x", unstable=dict(field="nope", above=1)), "unstable"),
+    ]:
+        path.write_text(json.dumps(dict(_toy(), tolerance=tolerance)))
+        with pytest.raises(rep.ReproductionRecordError, match=match) as info:
+            rep.read_record(path)
+        assert str(path) in str(info.value) and "tolerance" in str(info.value)
+
+
+def test_only_records_of_rounding_sensitive_experiments_declare_a_tolerance():
+    # every other record is held to the saved digits: a tolerance is an exception, each one
+    # explained by a measurement
+    declared = {p.stem: rep.read_record(p).get("tolerance") for p in RECORDS}
+    loose = {name for name, tolerance in declared.items() if tolerance is not None}
+    assert loose == {"ppa_fig8_nlpca", "ppa_segmentation_subsets", "vsk_covid_icu"}
+    assert all("CPU" in declared[name]["why"] for name in loose)
+
+
 def test_records_that_cannot_be_used_are_refused_by_name(tmp_path):
     good = _toy()
     path = tmp_path / "r.json"
