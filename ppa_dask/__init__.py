@@ -3,6 +3,12 @@
 >>> from ppa_dask import PPA
 """
 
+# first, before the imports below take seconds: the ppa-dask command about to compute starts
+# compiling its kernels on the other core (a first run on this machine; see ppa_dask.launch)
+from ppa_dask.launch import compile_early as _compile_early
+
+_compile_early()
+
 from ppa_dask.ensemble.bagging import (
     FeatureBaggingClassifier,
     FeatureBaggingPPA,

@@ -34,7 +34,7 @@ from ppa_dask.app.pipeline import (
 )
 from ppa_dask.app.session import command_session, read_cluster_option
 from ppa_dask.cluster import dashboard_link
-from ppa_dask.ppa import fused
+from ppa_dask.ppa import first_run, fused
 from ppa_dask.utils.files import check_writable, write_json_atomic
 from ppa_dask.utils.progress import Reporter
 
@@ -388,7 +388,7 @@ def _kernels_record():
     compile them on a first run on this machine, or None), and ``first_run``: whether any
     kernel was compiled rather than loaded."""
     client = fused.compile_kernels()
-    background = fused.background_record(timeout=fused.COMPILE_LOCK_TIMEOUT)
+    background = first_run.background_record(timeout=fused.COMPILE_LOCK_TIMEOUT)
     first = bool(client["compiled"]) or bool(background and background["compiled"])
     return {"first_run": first, "client": client, "background": background}
 

@@ -20,7 +20,7 @@ from ppa_dask.app.placement import LOCAL_CLUSTER
 from ppa_dask.cluster import dashboard_link, open_client, read_cluster_config
 from ppa_dask.cluster.client import IN_PROCESS_SCHEDULERS
 from ppa_dask.cluster.dashboard import open_page
-from ppa_dask.ppa import fused
+from ppa_dask.ppa import first_run
 
 __all__ = ["command_session", "read_cluster_option"]
 
@@ -136,7 +136,7 @@ def command_session(args, progress, local_directory=None, cluster=None):
         # on a first run on this machine the kernels are compiled in a process of their own while
         # the local workers start and the data are read: every process then loads the cache
         # instead of compiling it (ppa.fused)
-        fused.compile_in_background()
+        first_run.compile_in_background()
     with open_client(
         cluster=cluster,
         scheduler=scheduler,

@@ -34,8 +34,10 @@ process compiled them at the same time. A kernel's first call in a process gives
 kernels before it in :data:`ORDER` their signatures, each under a file lock of its own in the
 cache folder, so concurrent processes on a fresh machine compile each kernel once and load it
 everywhere else, and a process that needs only the fold hash does not wait for the step pass.
-A CLI command starts :func:`compile_in_background` before its cluster: on a first run a child
-process compiles every kernel into the cache while the cluster starts and the data are read
+On a machine's first run a child process compiles every kernel into the cache
+(:mod:`ppa_dask.ppa.first_run`; the ``ppa-dask`` command starts it first thing, while the
+package is still being imported, :mod:`ppa_dask.launch`) while the package is imported, the
+cluster starts and the data are read
 (the pipeline's checks, which hash rows, wait only for the hash's kernels); the workers wait for
 the kernels they call and load them.
 
@@ -48,10 +50,7 @@ in all, 9.6 in LLVM (each caller's module re-optimises the callees linked into i
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -66,9 +65,9 @@ __all__ = [
     "SIGNATURES",
     "apply_step",
     "ORDER",
-    "background_record",
+    "cache_dir",
     "cache_is_complete",
-    "compile_in_background",
+    "compile_missing",
     "compile_kernels",
     "centred_moments",
     "chebyshev_rows",
@@ -225,8 +224,10 @@ def _machine_lock(folder, name, timeout):
         os.close(fd)  # releases the lock
 
 
-def _cache_dir():
-    return _KERNELS["_fused_kernel"].stats.cache_path  # None without the on-disk cache
+def cache_dir():
+    """numba's on-disk cache folder of the kernels, or None without one (a read-only
+    installation with no writable cache location)."""
+    return _KERNELS["_fused_kernel"].stats.cache_path
 
 
 def _ensure(upto, timeout=COMPILE_LOCK_TIMEOUT):
@@ -237,7 +238,7 @@ def _ensure(upto, timeout=COMPILE_LOCK_TIMEOUT):
     file per kernel: with a single one, a process compiling kernel after kernel re-took it at
     once each time and a process polling for it waited for them all (measured: the demo's
     client waited 45 s for the fold hash, compiled in its first second)."""
-    folder = _cache_dir()
+    folder = cache_dir()
     for name in ORDER[: ORDER.index(upto) + 1]:
         if name in _done:
             continue
@@ -268,7 +269,7 @@ def _record(seconds):
         "work_s": _compile_state["work_s"],
         "compiled": [name for name in ORDER if _done.get(name) == "compiled"],
         "loaded": [name for name in ORDER if _done.get(name) == "loaded"],
-        "cache_dir": _cache_dir(),
+        "cache_dir": cache_dir(),
     }
 
 
@@ -328,26 +329,11 @@ def compile_kernels(wait=True, timeout=COMPILE_LOCK_TIMEOUT):
     return _record(time.perf_counter() - t0)
 
 
-#: the child process :func:`compile_in_background` runs: this file alone, imported under its own
-#: name (numba's cache is keyed by the file and the function, so the entries it writes are the
-#: ones every other process looks up) without the package, whose imports would cost the child
-#: seconds of CPU that the parent and its workers need at the same time
-_CHILD = (
-    "import importlib.util, json, sys\n"
-    "spec = importlib.util.spec_from_file_location('ppa_dask.ppa.fused', sys.argv[1])\n"
-    "module = importlib.util.module_from_spec(spec)\n"
-    "sys.modules[spec.name] = module\n"
-    "spec.loader.exec_module(module)\n"
-    "print(json.dumps(module.compile_kernels()))\n"
-)
-_background = {"proc": None}
-
-
 def cache_is_complete():
     """Whether numba's on-disk cache holds an entry for every kernel, newer than this file
     (False without an on-disk cache). An entry made for another CPU counts too: numba then
     compiles that kernel once in each process, under the lock."""
-    folder = _cache_dir()
+    folder = cache_dir()
     if not folder or not os.path.isdir(folder):
         return False
     stem = os.path.splitext(os.path.basename(__file__))[0]
@@ -360,66 +346,22 @@ def cache_is_complete():
     return True
 
 
-def compile_in_background():
-    """Start compiling the kernels into numba's on-disk cache in a process of their own, on a
-    first run on this machine; return what was started: ``"process"``, ``"thread"`` (no on-disk
-    cache: this process compiles them in a thread for itself) or None (the cache is complete).
+def compile_missing():
+    """:func:`compile_kernels` when the on-disk cache lacks a kernel; else None, nothing loaded.
 
-    A command calls this before it starts its local cluster: the child compiles kernel by
-    kernel under the cache's file lock while the cluster starts and the data are read, and each
-    process that calls a kernel (this one, the workers) waits for that kernel and those before
-    it, then loads them. In a process of its own the compile, which is mostly Python (numba's
-    typing), does not take this process's GIL from the scheduler and the client; the child
-    imports this file alone, not the package. :func:`background_record` waits for it.
+    What the child of :func:`ppa_dask.ppa.first_run.compile_in_background` runs (this file
+    imported alone): on a machine whose cache is complete it costs only its own start. None
+    also without an on-disk cache, where a child's compile would serve no other process.
 
     Examples
     --------
-    >>> compile_in_background() in ("process", "thread", None)
-    True
-    >>> _ = background_record()  # waits for the child, if one was started
-    """
-    if _background["proc"] is not None:
-        return "process"
-    if _cache_dir() is None:
-        compile_kernels(wait=False)
-        return "thread"
-    if cache_is_complete():
-        return None
-    _background["proc"] = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, os.path.abspath(__file__)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    return "process"
-
-
-def background_record(timeout=COMPILE_LOCK_TIMEOUT):
-    """The record of the process :func:`compile_in_background` started (as
-    :func:`compile_kernels` returns it, with ``pid``), waited for at most ``timeout`` seconds;
-    None when none was started, or it failed or did not finish in time (every process then
-    compiles what it needs itself, under the lock).
-
-    Examples
-    --------
-    >>> started = compile_in_background()
-    >>> record = background_record()
+    >>> record = compile_missing()
     >>> record is None or sorted(record["compiled"] + record["loaded"]) == sorted(SIGNATURES)
     True
     """
-    proc = _background["proc"]
-    if proc is None:
+    if cache_dir() is None or cache_is_complete():
         return None
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None
-    if proc.returncode != 0 or not out.strip():
-        return None
-    record = json.loads(out.strip().splitlines()[-1])
-    record["pid"] = proc.pid
-    return record
+    return compile_kernels()
 
 
 def _kernels_ready(name):

@@ -231,8 +231,9 @@ def test_a_process_needing_only_the_hash_does_not_wait_for_every_kernel(tmp_path
         """
         import json
         from ppa_dask.ppa import fused
-        started = fused.compile_in_background()
-        print(json.dumps(dict(started=started, record=fused.background_record(),
+        from ppa_dask.ppa import first_run
+        started = first_run.compile_in_background()
+        print(json.dumps(dict(started=started, record=first_run.background_record(),
                               complete=fused.cache_is_complete())))
         """
     )
