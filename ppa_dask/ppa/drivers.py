@@ -45,9 +45,8 @@ from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import (
     compute,
     current_client,
-    finish_tree,
-    partial_tree,
     persist,
+    stacked_tree,
     tree_reduce,
 )
 
@@ -84,6 +83,9 @@ SHARED_COPY_BYTES = 1 << 20
 #: Tasks of a grouped pass per thread of the cluster (docs/design.md section 3.11): a pass is
 #: then O(threads) tasks whatever the number of chunks
 GROUPS_PER_THREAD = 1
+#: Bytes of blocks a grouped pass over the source or over checkpoint files puts side by side
+#: for one compiled call (docs/design.md section 3.11): a task holds one such batch at a time
+GROUP_BATCH_BYTES = 1 << 25
 #: The Dask configuration key a DaskDriver built without ``groups`` reads it from (default
 #: ``"auto"``): ``dask.config.set({"ppa-dask.pass-groups": None})`` runs a fit's passes one
 #: task per block, as before grouped passes existed
@@ -463,56 +465,6 @@ def block_groups(n_blocks, n_groups, owners=None, threads=None):
     return sorted(groups, key=lambda g: g[0])
 
 
-def pack_moments(parts):
-    """A group's per-block moment dicts as one dict of stacked arrays, and back
-    (:func:`unpack_moments`): on the wire an array is a frame, so a group's moments cost a few
-    frames instead of a few per block (256 blocks' dicts took 150 ms per pass to gather).
-    Unpacking gives every block's values back bit for bit (scalars as their own type).
-
-    Examples
-    --------
-    >>> parts = [dict(n=3, s=np.ones(2), ahead=[dict(n=1)]), dict(n=4, s=np.zeros(2),
-    ...     ahead=[dict(n=2)])]
-    >>> back = unpack_moments(pack_moments(parts))
-    >>> back[1]["n"], back[1]["s"].tolist(), back[0]["ahead"][0]["n"]
-    (4, [0.0, 0.0], 1)
-    """
-    out = {}
-    for key in parts[0]:
-        values = [p[key] for p in parts]
-        first = values[0]
-        if isinstance(first, list):  # the moments of steps gathered ahead
-            out[key] = ("list", [pack_moments([v[j] for v in values]) for j in range(len(first))])
-        elif isinstance(first, np.ndarray) and any(v.shape != first.shape for v in values):
-            sizes = np.array([len(v) for v in values])
-            out[key] = ("ragged", np.concatenate(values), sizes)
-        elif isinstance(first, np.ndarray):
-            out[key] = ("array", np.stack(values))
-        else:
-            out[key] = ("scalar", np.array(values), type(first))
-    return len(parts), out
-
-
-def unpack_moments(packed):
-    """The per-block dicts :func:`pack_moments` packed."""
-    count, packed = packed
-    parts = [{} for _ in range(count)]
-    for key, entry in packed.items():
-        kind = entry[0]
-        if kind == "list":
-            columns = [unpack_moments(e) for e in entry[1]]
-            values = [[c[i] for c in columns] for i in range(count)]
-        elif kind == "ragged":
-            values = np.split(entry[1], np.cumsum(entry[2])[:-1])
-        elif kind == "array":
-            values = list(entry[1])
-        else:
-            values = [entry[2](v) for v in entry[1]]
-        for part, value in zip(parts, values):
-            part[key] = value
-    return parts
-
-
 class SourceReader:
     """The part of a Dask array's graph that makes some of its blocks, run inside one task.
 
@@ -629,7 +581,7 @@ class CheckpointFiles:
 
 def _group_blocks(source, externals):
     """A group's blocks, one at a time: read by its :class:`SourceReader`, read from its
-    :class:`CheckpointFiles`, or held (``(blocks, ...)``)."""
+    :class:`CheckpointFiles`, or held as read (``(blocks, moments)``)."""
     if isinstance(source, SourceReader):
         return source.blocks(externals)
     if isinstance(source, CheckpointFiles):
@@ -637,19 +589,44 @@ def _group_blocks(source, externals):
     return source[0]
 
 
-def _group_tree(parts, tree):
-    """A group's per-block moments merged as far as the moment tree allows within the group
-    (:func:`utils.compute.partial_tree`), packed: ``(node ids, packed node values)``."""
-    indices, combine, split_every, n = tree
-    nodes = partial_tree(indices, parts, combine, split_every, n)
-    ids = list(nodes)
-    return ids, pack_moments([nodes[i] for i in ids])
+def _held_residual(source):
+    """The residual of a held group (its blocks side by side, a 2-D array), or None when
+    ``source`` is something else (a reader, files, the source blocks as read)."""
+    if isinstance(source, tuple) and isinstance(source[0], np.ndarray):
+        return source[0]
+    return None
+
+
+def _batches(blocks, limit=GROUP_BATCH_BYTES):
+    """Consecutive blocks in lists of about ``limit`` bytes (at least one block each)."""
+    batch, size = [], 0
+    for block in blocks:
+        block = np.asarray(block)
+        batch.append(block)
+        size += block.nbytes
+        if size >= limit:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _concat_stacks(stacks):
+    return {key: np.concatenate([s[key] for s in stacks]) for key in stacks[0]}
+
+
+def _group_tree(stack, tree):
+    """A group's per-block moments (a stack, row ``i`` the group's ``i``-th block) merged as
+    far as the moment tree allows within the group (:func:`utils.compute.stacked_tree`):
+    ``(node ids, stack of the nodes)``, a few arrays on the wire."""
+    indices, fold, split_every, n = tree
+    return stacked_tree([(0, i) for i in indices], stack, fold, split_every, n)
 
 
 def _group_first(source, externals, *, rows, targets, keep, tree):
     """:func:`kernels.first_moments` over a group's source blocks, one at a time; each block
     is written to its checkpoint path (``targets``) or kept (``keep``, the held group).
-    Returns ``(kept blocks or None, merged moments)``."""
+    Returns ``(kept blocks or None, (merged moments, the sample rows of each block))``."""
     kept, parts = [], []
     for i, block in enumerate(_group_blocks(source, externals)):
         parts.append(kernels.first_moments(block, rows[i]))
@@ -657,39 +634,76 @@ def _group_first(source, externals, *, rows, targets, keep, tree):
             _write_checkpoint(targets[i], block)
         if keep:
             kept.append(block)
-    return (tuple(kept) if keep else None), _group_tree(parts, tree)
+    stack = kernels.stack_moments(parts, kernels.FIRST_KEYS)
+    samples = [p["sample"] for p in parts]
+    return (tuple(kept) if keep else None), (_group_tree(stack, tree), samples)
 
 
-def _group_pass(source, externals, center, *args, starts, keep, tree, **kwargs):
-    """:func:`kernels.pass_kernel` over a group's blocks (held, or read from the source), one
-    block at a time: returns ``(residual blocks or None, merged moments)``."""
-    residuals, moments = [], []
-    for block, start in zip(_group_blocks(source, externals), starts):
-        residual, m = kernels.pass_kernel(block, start, center, *args, keep=keep, **kwargs)
-        residuals.append(residual)
-        moments.append(m)
-    return (tuple(residuals) if keep else None), _group_tree(moments, tree)
+def _group_pass(
+    source, externals, center, steps, spec, *, sizes, starts, keep, tree, sub_block, rotation
+):
+    """:func:`kernels.group_pass_kernel` over a group's blocks: a held residual in one call,
+    blocks of the source (held as read, or read by a :class:`SourceReader`) in batches of
+    :data:`GROUP_BATCH_BYTES` side by side. Returns ``(the residual side by side or None,
+    merged moments)``."""
+    options = dict(keep=keep, sub_block=sub_block, rotation=rotation)
+    held = _held_residual(source)
+    if held is not None:
+        residual, stack = kernels.group_pass_kernel(
+            held, sizes, starts, center, steps, spec, **options
+        )
+        return residual, _group_tree(stack, tree)
+    rows_out = len(center) if rotation is None else rotation.shape[1]
+    residual = np.empty((rows_out, int(sum(sizes)))) if keep else None
+    stacks, at, i = [], 0, 0
+    for batch in _batches(_group_blocks(source, externals)):
+        X, batch_sizes, whole = kernels.side_by_side(batch, samples=center is not None)
+        k = len(batch)
+        _, stack = kernels.group_pass_kernel(
+            X, batch_sizes, starts[i : i + k], center, steps, spec, whole=whole,
+            out=residual, out_offset=at, **options,
+        )  # fmt: skip
+        stacks.append(stack)
+        at, i = at + sum(batch_sizes), i + k
+    return residual, _group_tree(_concat_stacks(stacks), tree)
 
 
-def _group_checkpointed_pass(files, externals, center, *args, targets, starts, tree, **kwargs):
-    """:func:`_checkpointed_pass` over a group's checkpoint files, one block at a time (a task
-    holds one block): returns the merged moments."""
-    return _group_tree(
-        [
-            _checkpointed_pass(source, target, start, center, *args, **kwargs)
-            for source, target, start in zip(files.paths, targets, starts)
-        ],
-        tree,
-    )
+def _group_checkpointed_pass(
+    files, externals, center, steps, spec, *, targets, sizes, starts, tree, keep, **options
+):
+    """The pass over a group's checkpoint files (each the residual of one block, or the first
+    pass's copy of its source block) in batches of :data:`GROUP_BATCH_BYTES` (a task holds one
+    batch); with ``keep`` each block's new residual goes to its file of ``targets``. Returns
+    the merged moments."""
+    stacks, i = [], 0
+    for batch in _batches(_read_checkpoint(p) for p in files.paths):
+        X, batch_sizes, whole = kernels.side_by_side(batch, samples=center is not None)
+        k = len(batch)
+        residual, stack = kernels.group_pass_kernel(
+            X, batch_sizes, starts[i : i + k], center, steps, spec, keep=keep, whole=whole,
+            **options,
+        )  # fmt: skip
+        if keep:
+            at = 0
+            for target, n in zip(targets[i : i + k], batch_sizes):
+                _write_checkpoint(target, residual[:, at : at + n])
+                at += n
+        stacks.append(stack)
+        i += k
+    return _group_tree(_concat_stacks(stacks), tree)
 
 
-def _group_objective(source, externals, center, *args, tree, **kwargs):
+def _group_objective(source, externals, center, *args, sizes, tree, **kwargs):
     """:func:`kernels.objective_pass_kernel` over a group's blocks (held, read from the
     source, or from checkpoint files), one at a time: the merged moments."""
-    blocks = _group_blocks(source, externals)
-    return _group_tree(
-        [kernels.objective_pass_kernel(b, center, *args, **kwargs) for b in blocks], tree
-    )
+    held = _held_residual(source)
+    if held is not None:
+        ends = np.cumsum(sizes).tolist()
+        blocks = (np.ascontiguousarray(held[:, b - n : b]) for n, b in zip(sizes, ends))
+    else:
+        blocks = _group_blocks(source, externals)
+    parts = [kernels.objective_pass_kernel(b, center, *args, **kwargs) for b in blocks]
+    return _group_tree(kernels.stack_moments(parts, kernels.OBJECTIVE_KEYS), tree)
 
 
 def _group_layer(name, func, sources, per_group, *args, dependencies=(), **kwargs):
@@ -784,8 +798,11 @@ class DaskDriver(Driver):
         self.block_rows = int(block_rows)
         row_chunks = X.chunks[0]
         self.starts = np.concatenate([[0], np.cumsum(row_chunks)[:-1]]).astype(int).tolist()
-        self._source = list(X.to_delayed().ravel())
-        self.source_blocks = self._source  # or, in persist mode, the first pass's kept blocks
+        self.sizes = [int(c) for c in row_chunks]
+        # the source's blocks as Delayed objects, made when a pass runs one task per block (for
+        # 4,096 chunks, 0.1-0.3 s of graph work on the client that grouped passes do not need)
+        self._source_list = None
+        self._kept_source = None  # persist mode, one task per block: the first pass's blocks
         if residual_cache == "auto":
             needed = 8.0 * self.n_samples * self.n_features
             if needed <= 0.5 * _cluster_memory_bytes():
@@ -810,6 +827,16 @@ class DaskDriver(Driver):
         self._held = None
         self._held_source = False
         self._source_readers = None  # SourceReader per group, or False: none can be built
+
+    @property
+    def source_blocks(self):
+        """The blocks a pass over the source reads: the source's own (Delayed, one per row
+        chunk) or, in persist mode with one task per block, the first pass's kept blocks."""
+        if self._kept_source is not None:
+            return self._kept_source
+        if self._source_list is None:
+            self._source_list = list(self.X.to_delayed().ravel())
+        return self._source_list
 
     def group_plan(self):
         """The groups of block indices of this driver's grouped passes (fixed once made), or
@@ -859,19 +886,21 @@ class DaskDriver(Driver):
             self._source_readers = False if readers is None else readers
         return self._source_readers or None
 
-    def _trees(self, combine):
-        """Each group's part of the moment tree: ``(its block indices, combine, split_every,
+    def _trees(self, fold):
+        """Each group's part of the moment tree: ``(its block indices, fold, split_every,
         blocks)``."""
         n = len(self.starts)
-        return [(g, combine, self.split_every, n) for g in self.group_plan()]
+        return [(g, fold, self.split_every, n) for g in self.group_plan()]
 
-    def _merge_groups(self, results, combine):
+    def _merge_groups(self, results, fold):
         """The groups' merged moments (:func:`_group_tree`) completed into the tree of global
-        block indices: bit for bit the one-task-per-block pass's result."""
-        nodes = {}
-        for ids, packed in results:
-            nodes.update(zip(ids, unpack_moments(packed)))
-        return finish_tree(nodes, combine, self.split_every, len(self.starts))
+        block indices: the root's stack, bit for bit the one-task-per-block pass's result."""
+        ids = [i for group_ids, _ in results for i in group_ids]
+        stack = _concat_stacks([nodes for _, nodes in results])
+        ids, root = stacked_tree(ids, stack, fold, self.split_every, len(self.starts))
+        if len(ids) != 1:  # a block in no group: a bug, not bad input
+            raise RuntimeError(f"the groups' moments do not complete the tree: {ids[:4]}")
+        return root
 
     def _run_groups(self, outs, keep):
         """Compute a grouped pass's tasks (each ``(kept, moments)``): with ``keep`` each
@@ -902,7 +931,7 @@ class DaskDriver(Driver):
                 keep=mode == "persist",
                 tree=tree,
             )
-            for g, tree in zip(plan, self._trees(kernels.combine_first_moments))
+            for g, tree in zip(plan, self._trees(kernels.fold_first_stacks))
         ]
         outs = _group_layer(name, _group_first, readers, per_group, dependencies=[self.X])
         # persist: the blocks read stay in worker memory, held by their group, for step 1's
@@ -912,7 +941,13 @@ class DaskDriver(Driver):
             self._held, self._held_source = held, True
         if targets is not None:
             self._residual, self._source_copy, self._reads = targets, True, 0
-        return self._merge_groups(results, kernels.combine_first_moments)
+        root = self._merge_groups([tree for tree, _ in results], kernels.fold_first_stacks)
+        # the sample rows in global block order, as the tree's merges concatenate them
+        samples = [None] * len(self.starts)
+        for g, (_, group_samples) in zip(plan, results):
+            for i, sample in zip(g, group_samples):
+                samples[i] = sample
+        return kernels.first_moments_of_stack(root, np.concatenate(samples))
 
     def first_pass(self, sample_index):
         import dask
@@ -943,7 +978,7 @@ class DaskDriver(Driver):
             # the blocks this pass reads stay in worker memory for step 1's pass, so the
             # source is read once in all: a read (decoding a Zarr chunk) costs several times
             # the arithmetic of a pass; the residual step 1 keeps takes their place
-            self.source_blocks, merged = persist(self.source_blocks, merged)
+            self._kept_source, merged = persist(self.source_blocks, merged)
         (total,) = compute(merged)
         if targets is not None:
             self._residual, self._source_copy, self._reads = targets, True, 0
@@ -970,7 +1005,10 @@ class DaskDriver(Driver):
                 return self._held, mean, ResidualFrame(), steps
             return self._held, None, self._frame, steps[self._applied :]
         if self._residual is None:
-            return self.source_blocks, mean, ResidualFrame(), steps
+            # a grouped pass reads the source through its groups' readers: only the count
+            grouped = self._kept_source is None and self._readers() is not None
+            blocks = [None] * len(self.starts) if grouped else self.source_blocks
+            return blocks, mean, ResidualFrame(), steps
         if self._source_copy:  # the first checkpoint: the source blocks as read
             return self._residual, mean, ResidualFrame(), steps
         return self._residual, None, self._frame, steps[self._applied :]
@@ -985,7 +1023,7 @@ class DaskDriver(Driver):
             return None
         if self._residual is not None and self.residual_cache == "checkpoint":
             return [CheckpointFiles(tuple(blocks[i] for i in g)) for g in self.group_plan()]
-        if self._residual is None and self.source_blocks is self._source:
+        if self._residual is None and self._kept_source is None:
             return self._readers()
         return None
 
@@ -1033,12 +1071,13 @@ class DaskDriver(Driver):
         if sources is not None:
             name = task_keys(f"ppa-step-{len(steps) + 1:02d}-pass", 1, keys[0][0])[0][0]
             options = dict(sub_block=self.block_rows, rotation=rotation, keep=keep)
-            plan, trees = self.group_plan(), self._trees(kernels.combine_step_moments)
+            plan, trees = self.group_plan(), self._trees(kernels.fold_step_stacks)
             starts = [[self.starts[i] for i in g] for g in plan]
+            sizes = [[self.sizes[i] for i in g] for g in plan]
             if mode == "checkpoint" and self._residual is not None:
                 per_group = [
-                    dict(targets=[targets[i] for i in g], starts=s, tree=t)
-                    for g, s, t in zip(plan, starts, trees)
+                    dict(targets=[targets[i] for i in g], starts=s, sizes=z, tree=t)
+                    for g, s, z, t in zip(plan, starts, sizes, trees)
                 ]
                 parts = _group_layer(
                     name, _group_checkpointed_pass, sources, per_group, center, *args, **options
@@ -1047,7 +1086,9 @@ class DaskDriver(Driver):
                 if keep:
                     self._residual = targets
             else:
-                per_group = [dict(starts=s, tree=t) for s, t in zip(starts, trees)]
+                per_group = [
+                    dict(starts=s, sizes=z, tree=t) for s, z, t in zip(starts, sizes, trees)
+                ]
                 outs = _group_layer(
                     name,
                     _group_pass,
@@ -1062,7 +1103,9 @@ class DaskDriver(Driver):
                 # input; only the moments are split off and gathered
                 self._held, results = self._run_groups(outs, keep)
                 self._held_source = False
-            total = self._merge_groups(results, kernels.combine_step_moments)
+            total = kernels.step_moments_of_stack(
+                self._merge_groups(results, kernels.fold_step_stacks)
+            )
         elif mode == "checkpoint":
             chunk = dask.delayed(_checkpointed_pass, pure=False)
             parts = [
@@ -1124,7 +1167,7 @@ class DaskDriver(Driver):
         if keep:
             self._applied, self._frame, self._reads = len(steps), frame, 0
             self._source_copy = False
-            self.source_blocks = self._source  # the source's own blocks: nothing kept in memory
+            self._kept_source = None  # the source's own blocks: nothing kept in memory
         return frame.out_of(total)
 
     def objective_pass(self, mean, steps, spec):
@@ -1193,7 +1236,9 @@ class DaskDriver(Driver):
         )[0][0]
         dependencies = [self.X] if isinstance(sources[0], SourceReader) else ()
         pending, framed = frame.steps_into(pending), spec.in_frame(frame.into)
-        per_group = [dict(tree=t) for t in self._trees(kernels.combine_objective_moments)]
+        trees = self._trees(kernels.fold_objective_stacks)
+        sizes = [[self.sizes[i] for i in g] for g in self.group_plan()]
+        per_group = [dict(tree=t, sizes=z) for t, z in zip(trees, sizes)]
         parts = _group_layer(
             name,
             _group_objective,
@@ -1205,7 +1250,9 @@ class DaskDriver(Driver):
             sub_block=self.block_rows,
             dependencies=dependencies,
         )
-        total = self._merge_groups(compute(*parts), kernels.combine_objective_moments)
+        total = kernels.objective_moments_of_stack(
+            self._merge_groups(compute(*parts), kernels.fold_objective_stacks)
+        )
         return _objective_in_ambient(frame, total)
 
     def max_abs(self):
@@ -1223,7 +1270,7 @@ class DaskDriver(Driver):
     def close(self):
         self._held, self._held_source = None, False
         self._residual, self._source_copy = None, False
-        self.source_blocks = self._source
+        self._kept_source = None
         if self._checkpoint_root is not None:
             self._cleanup()
             self._checkpoint_root = None

@@ -72,6 +72,7 @@ __all__ = [
     "centred_moments",
     "chebyshev_rows",
     "fused_step_pass",
+    "fused_step_segments",
     "row_hash",
 ]
 
@@ -112,6 +113,7 @@ _i8, _u8, _f8, _b1 = _nt.int64, _nt.uint64, _nt.float64, _nt.boolean
 _R1, _R2, _R3 = (_array(k, readonly=True) for k in (1, 2, 3))  # read only
 _W1, _W2, _W3 = (_array(k) for k in (1, 2, 3))  # written
 _RI1 = _array(1, _nt.int64, readonly=True)
+_RI2 = _array(2, _nt.int64, readonly=True)
 
 #: The one signature of each kernel (argument types; numba infers the result). Arrays are
 #: float64 and C-contiguous (a step's coefficients, a slice of the padded stack of them, also
@@ -161,7 +163,6 @@ SIGNATURES = {
         _RI1,
         _b1,
         _W2,
-        _i8,
         _b1,
         _R2,
         _R3,
@@ -173,7 +174,7 @@ SIGNATURES = {
         _R1,
         _R1,
         _i8,
-        _i8,
+        _RI2,
         _u8,
         _i8,
     ),  # fmt: skip
@@ -694,7 +695,6 @@ def _fused_kernel(
     columns,
     pick,
     out,
-    out_offset,
     store,
     E_prev,
     U_prev,
@@ -706,16 +706,20 @@ def _fused_kernel(
     offs,
     scs,
     degree,
-    start,
+    segments,
     seed,
     n_folds,
 ):
-    if source:  # a block of samples (n, d), centred and transposed here
-        n, f = Y.shape
+    # each segment (a block, or a slice of one) is swept with sums of its own, exactly as a
+    # call of its own would be: from row ``segments[s, 0]`` of Y (column, feature-major),
+    # ``segments[s, 1]`` rows, the first of global index ``segments[s, 2]`` (the fold hash),
+    # written from column ``segments[s, 3]`` of ``out``; one call sweeps a group's blocks
+    if source:  # blocks of samples (n, d), centred and transposed here
+        f = Y.shape[1]
         if pick:  # only these columns of it, in this order
             f = columns.shape[0]
     else:
-        f, n = Y.shape
+        f = Y.shape[0]
     fz = Q.shape[1] if has_rotation else f  # rows of the residual the moments are taken on
     K = E_prev.shape[0]  # fitted steps to apply first
     gp = U_prev.shape[2]  # their largest basis size (degree + 1)
@@ -747,180 +751,190 @@ def _fused_kernel(
     wts = np.empty((max(n_folds - 1, 1), CHUNK))
     # np.empty and a fill, not np.zeros / np.full: each of those, per dimension count, is one
     # more function numba compiles on a machine's first run
-    sums = np.empty((J, n_folds, m))
-    sums[:] = 0.0
-    yv = np.empty((J, n_folds, fz, g1))
-    yv[:] = 0.0
-    zz = np.empty((J, n_folds))
-    zz[:] = 0.0
-    counts = np.empty(n_folds, dtype=np.int64)
-    counts[:] = 0
+    S = segments.shape[0]
+    sums_all = np.empty((S, J, n_folds, m))
+    yv_all = np.empty((S, J, n_folds, fz, g1))
+    zz_all = np.empty((S, J, n_folds))
+    counts_all = np.empty((S, n_folds), dtype=np.int64)
+    tmin_all = np.empty((S, J))
+    tmax_all = np.empty((S, J))
     tmin_lane = np.empty((J, CHUNK))  # per-lane extremes vectorise; reduced at the end
-    tmin_lane[:] = np.inf
     tmax_lane = np.empty((J, CHUNK))
-    tmax_lane[:] = -np.inf
-    for a in range(0, n, CHUNK):
-        b = min(n, a + CHUNK)
-        L = b - a
-        if source and pick:
-            for r in range(L):
-                row = Y[a + r]
-                for i in range(f):
-                    Yu[i, r] = row[columns[i]] - center[i]
-        elif source:
-            for r in range(L):  # rows read in order, the transpose written into L1
-                row = Y[a + r]
-                for i in range(f):
-                    Yu[i, r] = row[i] - center[i]
-        elif K == 0:
-            for i in range(f):
-                yi = Y[i, a:b]
-                yu = Yu[i]
+    for seg in range(S):
+        y0, n, start, o0 = segments[seg, 0], segments[seg, 1], segments[seg, 2], segments[seg, 3]
+        sums = sums_all[seg]
+        sums[:] = 0.0
+        yv = yv_all[seg]
+        yv[:] = 0.0
+        zz = zz_all[seg]
+        zz[:] = 0.0
+        counts = counts_all[seg]
+        counts[:] = 0
+        tmin_lane[:] = np.inf
+        tmax_lane[:] = -np.inf
+        for a in range(0, n, CHUNK):
+            b = min(n, a + CHUNK)
+            L = b - a
+            if source and pick:
                 for r in range(L):
-                    yu[r] = yi[r]
-        for s in range(K):
-            # ---- the fitted steps not yet applied, in order: y <- y - e alpha - U v(t) ----
-            # (the first reads the block, the others update the chunk in cache)
-            gs = g_prev[s]
-            es = E_prev[s]
-            Us = U_prev[s, :, :gs]
-            # one call site per helper: each is inlined, so a second one doubled its code
-            first = s == 0 and not source
-            Yin = Y if first else Yu
-            a_in = a if first else 0
-            _alpha_chunk(Yin, a_in, L, es, ap)
-            off_s, sc_s = P_prev[s, 0], P_prev[s, 1]
-            for r in range(L):
-                tp[r] = (ap[r] - off_s) / sc_s
-            _extended_fill(tp, L, gs - 1, P_prev[s, 2], P_prev[s, 3], 0, Tp3, tcp, dtmp)
-            _shift_chunk(ap, L, -1.0, es, Us, Tp, Yin, a_in, Yu, 0)
-        if has_rotation:
-            # into the smaller frame: z = Q^T y
-            for j in range(fz):
-                zj = Ys[j]
-                for r in range(L):
-                    zj[r] = 0.0
+                    row = Y[y0 + a + r]
+                    for i in range(f):
+                        Yu[i, r] = row[columns[i]] - center[i]
+            elif source:
+                for r in range(L):  # rows read in order, the transpose written into L1
+                    row = Y[y0 + a + r]
+                    for i in range(f):
+                        Yu[i, r] = row[i] - center[i]
+            elif K == 0:
                 for i in range(f):
-                    q = Q[i, j]
+                    yi = Y[i, y0 + a : y0 + b]
                     yu = Yu[i]
                     for r in range(L):
-                        zj[r] += q * yu[r]
-        if store:
-            for i in range(fz):
-                ys = Ys[i]
-                oi = out[i, out_offset + a : out_offset + b]
+                        yu[r] = yi[r]
+            for s in range(K):
+                # ---- the fitted steps not yet applied, in order: y <- y - e alpha - U v(t) ----
+                # (the first reads the block, the others update the chunk in cache)
+                gs = g_prev[s]
+                es = E_prev[s]
+                Us = U_prev[s, :, :gs]
+                # one call site per helper: each is inlined, so a second one doubled its code
+                first = s == 0 and not source
+                Yin = Y if first else Yu
+                a_in = y0 + a if first else 0
+                _alpha_chunk(Yin, a_in, L, es, ap)
+                off_s, sc_s = P_prev[s, 0], P_prev[s, 1]
                 for r in range(L):
-                    oi[r] = ys[r]
-        if folded:
-            # folds and squared norms are shared by every direction of the pass
-            for r in range(L):
-                h = _splitmix64(key + (np.uint64(start + a + r) + np.uint64(1)) * _GOLDEN)
-                lab[r] = np.int64(h % nf)
-        if not gather:
-            # ---- moments on all rows (the last fold holds the total until the end), then
-            # each other fold's with 0/1 weights ----
-            counts[last] += L
-            for fo in range(last):
-                wf = wts[fo]
-                c = 0
-                for r in range(L):
-                    hit = lab[r] == fo
-                    wf[r] = 1.0 if hit else 0.0
-                    c += hit
-                counts[fo] += c
-            if folded:
-                for r in range(L):
-                    yy[r] = 0.0
-                for i in range(fz):
-                    ys = Ys[i]
+                    tp[r] = (ap[r] - off_s) / sc_s
+                _extended_fill(tp, L, gs - 1, P_prev[s, 2], P_prev[s, 3], 0, Tp3, tcp, dtmp)
+                _shift_chunk(ap, L, -1.0, es, Us, Tp, Yin, a_in, Yu, 0)
+            if has_rotation:
+                # into the smaller frame: z = Q^T y
+                for j in range(fz):
+                    zj = Ys[j]
                     for r in range(L):
-                        yy[r] += ys[r] * ys[r]
-        # gathered: one group per fold (its rows, one product per row); else one of all rows.
-        # One call site of _direction_moments for both (it is inlined: two doubled its code)
-        for grp in range(n_folds if gather else 1):
-            if gather:
-                fo = grp
-                c = 0
-                for r in range(L):
-                    if lab[r] == fo:
-                        order[c] = r
-                        c += 1
-                counts[fo] += c
-                if c == 0:
-                    continue
-                for q in range(c):
-                    yy[q] = 0.0
+                        zj[r] = 0.0
+                    for i in range(f):
+                        q = Q[i, j]
+                        yu = Yu[i]
+                        for r in range(L):
+                            zj[r] += q * yu[r]
+            if store:
                 for i in range(fz):
                     ys = Ys[i]
-                    yf = Yf[i]
-                    for q in range(c):
-                        v = ys[order[q]]
-                        yf[q] = v
-                        yy[q] += v * v
-            else:
-                fo = last
-                c = L
-            for j in range(J):
-                _direction_moments(
-                    Yf, fz, c, E[j], offs[j], scs[j], g1, al, tn, T3,
-                    tmin_lane[j], tmax_lane[j], sums[j, fo], yv[j, fo],
-                )  # fmt: skip
+                    oi = out[i, o0 + a : o0 + b]
+                    for r in range(L):
+                        oi[r] = ys[r]
+            if folded:
+                # folds and squared norms are shared by every direction of the pass
+                for r in range(L):
+                    h = _splitmix64(key + (np.uint64(start + a + r) + np.uint64(1)) * _GOLDEN)
+                    lab[r] = np.int64(h % nf)
+            if not gather:
+                # ---- moments on all rows (the last fold holds the total until the end), then
+                # each other fold's with 0/1 weights ----
+                counts[last] += L
+                for fo in range(last):
+                    wf = wts[fo]
+                    c = 0
+                    for r in range(L):
+                        hit = lab[r] == fo
+                        wf[r] = 1.0 if hit else 0.0
+                        c += hit
+                    counts[fo] += c
+                if folded:
+                    for r in range(L):
+                        yy[r] = 0.0
+                    for i in range(fz):
+                        ys = Ys[i]
+                        for r in range(L):
+                            yy[r] += ys[r] * ys[r]
+            # gathered: one group per fold (its rows, one product per row); else one of all rows.
+            # One call site of _direction_moments for both (it is inlined: two doubled its code)
+            for grp in range(n_folds if gather else 1):
                 if gather:
-                    # the norm orthogonal to this and every earlier direction of the pass:
-                    # gathered ahead, step j's residual is this one without the earlier ones
-                    s = 0.0
+                    fo = grp
+                    c = 0
+                    for r in range(L):
+                        if lab[r] == fo:
+                            order[c] = r
+                            c += 1
+                    counts[fo] += c
+                    if c == 0:
+                        continue
                     for q in range(c):
-                        v = yy[q] - al[q] * al[q]
-                        yy[q] = v
-                        s += v
-                    zz[j, fo] += s
-                    continue
-                if not folded:
-                    continue
-                for r in range(L):
-                    yy[r] -= al[r] * al[r]
-                s = 0.0
-                for r in range(L):
-                    s += yy[r]
-                zz[j, last] += s
-                for fw in range(last):
-                    wf = wts[fw]
-                    sj = sums[j, fw]
-                    for k in range(m):
-                        Tk = T[k]
+                        yy[q] = 0.0
+                    for i in range(fz):
+                        ys = Ys[i]
+                        yf = Yf[i]
+                        for q in range(c):
+                            v = ys[order[q]]
+                            yf[q] = v
+                            yy[q] += v * v
+                else:
+                    fo = last
+                    c = L
+                for j in range(J):
+                    _direction_moments(
+                        Yf, fz, c, E[j], offs[j], scs[j], g1, al, tn, T3,
+                        tmin_lane[j], tmax_lane[j], sums[j, fo], yv[j, fo],
+                    )  # fmt: skip
+                    if gather:
+                        # the norm orthogonal to this and every earlier direction of the pass:
+                        # gathered ahead, step j's residual is this one without the earlier ones
+                        s = 0.0
+                        for q in range(c):
+                            v = yy[q] - al[q] * al[q]
+                            yy[q] = v
+                            s += v
+                        zz[j, fo] += s
+                        continue
+                    if not folded:
+                        continue
+                    for r in range(L):
+                        yy[r] -= al[r] * al[r]
+                    s = 0.0
+                    for r in range(L):
+                        s += yy[r]
+                    zz[j, last] += s
+                    for fw in range(last):
+                        wf = wts[fw]
+                        sj = sums[j, fw]
+                        for k in range(m):
+                            Tk = T[k]
+                            s = 0.0
+                            for r in range(L):
+                                s += Tk[r] * wf[r]
+                            sj[k] += s
+                        for k in range(g1):
+                            Tk = T[k]
+                            Twk = Tw[k]
+                            for r in range(L):
+                                Twk[r] = Tk[r] * wf[r]
+                        _cross_moments(Ys, Tw, fz, g1, L, yv[j, fw])
                         s = 0.0
                         for r in range(L):
-                            s += Tk[r] * wf[r]
-                        sj[k] += s
-                    for k in range(g1):
-                        Tk = T[k]
-                        Twk = Tw[k]
-                        for r in range(L):
-                            Twk[r] = Tk[r] * wf[r]
-                    _cross_moments(Ys, Tw, fz, g1, L, yv[j, fw])
-                    s = 0.0
-                    for r in range(L):
-                        s += yy[r] * wf[r]
-                    zz[j, fw] += s
-    if folded and not gather:  # the last fold held the total: make it the total minus the others
-        for fo in range(last):
-            counts[last] -= counts[fo]
-            for j in range(J):
-                zz[j, last] -= zz[j, fo]
-                for k in range(m):
-                    sums[j, last, k] -= sums[j, fo, k]
-                for i in range(fz):
-                    for k in range(g1):
-                        yv[j, last, i, k] -= yv[j, fo, i, k]
-    tmin = np.empty(J)
-    tmin[:] = np.inf
-    tmax = np.empty(J)
-    tmax[:] = -np.inf
-    for j in range(J):
-        for r in range(CHUNK):
-            tmin[j] = min(tmin[j], tmin_lane[j, r])
-            tmax[j] = max(tmax[j], tmax_lane[j, r])
-    return sums, yv, zz, counts, tmin, tmax
+                            s += yy[r] * wf[r]
+                        zz[j, fw] += s
+        # the last fold held the total: make it the total minus the others
+        if folded and not gather:
+            for fo in range(last):
+                counts[last] -= counts[fo]
+                for j in range(J):
+                    zz[j, last] -= zz[j, fo]
+                    for k in range(m):
+                        sums[j, last, k] -= sums[j, fo, k]
+                    for i in range(fz):
+                        for k in range(g1):
+                            yv[j, last, i, k] -= yv[j, fo, i, k]
+        tmin = tmin_all[seg]
+        tmin[:] = np.inf
+        tmax = tmax_all[seg]
+        tmax[:] = -np.inf
+        for j in range(J):
+            for r in range(CHUNK):
+                tmin[j] = min(tmin[j], tmin_lane[j, r])
+                tmax[j] = max(tmax[j], tmax_lane[j, r])
+    return sums_all, yv_all, zz_all, counts_all, tmin_all, tmax_all
 
 
 @_compiled(fastmath=_FASTMATH, boundscheck=False)
@@ -1009,6 +1023,55 @@ def fused_step_pass(
         ``n_folds > 1``) and the row count, all rows (not the complement) of each fold. With
         ``spec.ahead``, a list of such tuples: the step's, then one per direction ahead.
     """
+    segments = np.array([[0, Y.shape[0] if center is not None else Y.shape[1], start, out_offset]])
+    sums, yv, zz, counts, tmin, tmax = fused_step_segments(
+        Y, segments, step, spec, out=out, rotation=rotation, center=center, columns=columns
+    )
+    parts = [
+        (sums[0, j], yv[0, j], zz[0, j], counts[0].copy() if j else counts[0],
+         float(tmin[0, j]), float(tmax[0, j]))
+        for j in range(sums.shape[1])
+    ]  # fmt: skip
+    return parts if spec.ahead else parts[0]
+
+
+def fused_step_segments(
+    Y, segments, step, spec, out=None, rotation=None, center=None, columns=None
+):
+    """:func:`fused_step_pass` over many segments of ``Y`` in one compiled call, each with
+    moments of its own: a group of blocks stored side by side (a held group's residual, a batch
+    of source blocks) costs one call, not one per block, and each block's moments are bit for
+    bit those of a call of its own (the same sweep, the same sums, in the same order).
+
+    Parameters
+    ----------
+    Y : ndarray of shape (f, N), or (N, f) with ``center``
+        The segments' rows side by side (float64, C-contiguous; read only, unless it is
+        ``out``).
+    segments : ndarray of int of shape (S, 4)
+        Per segment: its first row (column of a feature-major ``Y``), its number of rows, the
+        global index of its first row (the fold hash) and the column of ``out`` it is written
+        from.
+    step, spec, out, rotation, center, columns
+        As in :func:`fused_step_pass`.
+
+    Returns
+    -------
+    sums : (S, J, n_folds, 2 degree + 1), yv : (S, J, n_folds, f, degree + 1),
+    zz : (S, J, n_folds), counts : (S, n_folds), tmin, tmax : (S, J)
+        :func:`fused_step_pass`'s values of every segment (``J`` directions: the step's, then
+        those of ``spec.ahead``).
+
+    Examples
+    --------
+    >>> from ppa_dask.ppa.kernels import StepSpec
+    >>> Y = np.random.default_rng(0).normal(size=(3, 500))
+    >>> spec = StepSpec(np.array([1.0, 0.0, 0.0]), 0.0, 3.0, 2)
+    >>> both = fused_step_segments(Y, np.array([[0, 200, 0, 0], [200, 300, 200, 0]]), None, spec)
+    >>> alone = fused_step_pass(np.ascontiguousarray(Y[:, 200:]), 200, None, spec)
+    >>> bool(np.array_equal(both[1][1, 0], alone[1]))
+    True
+    """
     _kernels_ready("_fused_kernel")
     source = center is not None
     pick = source and columns is not None
@@ -1042,14 +1105,13 @@ def fused_step_pass(
         E = np.ascontiguousarray(np.vstack([direction[None], *directions]), dtype=np.float64)
         offs = np.array([float(spec.offset)] + [float(a[1]) for a in ahead])
         scs = np.array([float(spec.scale)] + [float(a[2]) for a in ahead])
-    sums, yv, zz, counts, tmin, tmax = _fused_kernel(
+    return _fused_kernel(
         Y,
         source,
         center,
         columns,
         pick,
         out if store else _NO_OUTPUT,
-        int(out_offset),
         store,
         E_prev,
         U_prev,
@@ -1061,12 +1123,7 @@ def fused_step_pass(
         offs,
         scs,
         int(spec.max_degree),
-        np.int64(start),
+        np.ascontiguousarray(segments, dtype=np.int64),
         np.uint64(int(spec.seed) & _MASK64),
         int(spec.n_folds),
     )
-    parts = [
-        (sums[j], yv[j], zz[j], counts.copy() if j else counts, float(tmin[j]), float(tmax[j]))
-        for j in range(E.shape[0])
-    ]
-    return parts if ahead else parts[0]

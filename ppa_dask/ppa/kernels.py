@@ -49,6 +49,15 @@ __all__ = [
     "step_inverse",
     "centred_block",
     "pass_kernel",
+    "side_by_side",
+    "group_pass_kernel",
+    "fold_step_stacks",
+    "step_moments_of_stack",
+    "stack_moments",
+    "fold_first_stacks",
+    "first_moments_of_stack",
+    "fold_objective_stacks",
+    "objective_moments_of_stack",
     "transform_block",
     "inverse_block",
     "jacobian_block",
@@ -483,6 +492,218 @@ def pass_kernel(
                     acc[i] = acc[i] + p[i]
                 acc[4], acc[5] = min(acc[4], p[4]), max(acc[5], p[5])
     return residual, _pass_moments(total if ahead else total[0], degree, ahead)
+
+
+# --------------------------------------------------------------------------------------------
+# a group of blocks in one compiled call (grouped passes, docs/design.md section 3.11): the
+# blocks side by side, each block's moments one row of stacked arrays ("a stack"), merged in the
+# tree of global block indices by utils.compute.stacked_tree with the folds below, which do
+# row by row what the combine_* functions do per dict
+# --------------------------------------------------------------------------------------------
+
+
+def side_by_side(blocks, samples):
+    """Blocks as one float64 C-contiguous array for :func:`group_pass_kernel`: blocks of
+    samples ``(n_i, d)`` (``samples``) stacked along rows, residual blocks ``(f, n_i)`` along
+    columns. Returns ``(X, sizes, whole)``: ``whole[i]`` says whether block ``i`` was float64
+    and C-contiguous (:func:`pass_kernel` sweeps such a block in one go, others a sub-block at
+    a time). A single such block is not copied.
+
+    Examples
+    --------
+    >>> X, sizes, whole = side_by_side([np.ones((2, 3)), np.ones((4, 3), np.float32)], True)
+    >>> X.shape, sizes, whole
+    ((6, 3), [2, 4], [True, False])
+    """
+    axis = 0 if samples else 1
+    blocks = [np.asarray(b) for b in blocks]
+    sizes = [int(b.shape[axis]) for b in blocks]
+    whole = [bool(b.dtype == np.float64 and b.flags.c_contiguous) for b in blocks]
+    if len(blocks) == 1 and whole[0]:
+        return blocks[0], sizes, whole
+    return np.concatenate(blocks, axis=axis, dtype=np.float64), sizes, whole
+
+
+def group_pass_kernel(
+    X,
+    sizes,
+    starts,
+    center,
+    steps,
+    spec,
+    keep=True,
+    whole=None,
+    sub_block=SUB_BLOCK_ROWS,
+    rotation=None,
+    out=None,
+    out_offset=0,
+):
+    """:func:`pass_kernel` of every block of a group in one compiled call.
+
+    ``X`` holds the blocks side by side (:func:`side_by_side`): blocks of samples ``(n, d)``
+    centred with ``center``, or residual blocks ``(f, n)``; ``sizes`` and ``starts`` are their
+    row counts and the global indices of their first rows, ``whole`` (default all True) which
+    were float64 and C-contiguous. The sweep (:func:`ppa_dask.ppa.fused.fused_step_segments`)
+    takes each block with sums of its own, as :func:`pass_kernel` would the block alone (a block
+    that was not ``whole``: its sub-blocks of ``sub_block`` rows, added up in order as there).
+
+    Returns ``(residual, stack)``: the blocks' new residuals side by side, ``(f or m, sum of
+    sizes)`` (written into ``out`` from column ``out_offset`` when given; None unless ``keep``),
+    and the moments as a stack, row ``b`` block ``b``'s: ``n`` (folds), ``vv``, ``yv``, ``zz``,
+    ``tmin``, ``tmax``, each with a direction axis after the block's (the step's, then those of
+    ``spec.ahead``). :func:`step_moments_of_stack` turns a row into :func:`pass_kernel`'s dict,
+    bit for bit.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> blocks = [rng.normal(size=(3, n)) for n in (100, 50)]
+    >>> spec = StepSpec(np.array([1.0, 0.0, 0.0]), 0.0, 3.0, 2)
+    >>> X, sizes, whole = side_by_side(blocks, samples=False)
+    >>> residual, stack = group_pass_kernel(X, sizes, [0, 100], None, (), spec)
+    >>> alone = pass_kernel(blocks[1], 100, None, (), spec)[1]
+    >>> bool(np.array_equal(step_moments_of_stack(stack, 1)["yv"], alone["yv"]))
+    True
+    """
+    samples = center is not None
+    d = X.shape[1] if samples else X.shape[0]
+    rows_out = d if rotation is None else rotation.shape[1]
+    if keep and out is None:
+        out, out_offset = np.empty((rows_out, int(sum(sizes)))), 0
+    segments, owner, at = [], [], 0
+    for b, (n, start) in enumerate(zip(sizes, starts)):
+        if whole is None or whole[b]:
+            segments.append((at, n, start, out_offset + at))
+            owner.append(b)
+        else:
+            for a in range(0, max(n, 1), sub_block):
+                segments.append(
+                    (at + a, min(n, a + sub_block) - a, start + a, out_offset + at + a)
+                )
+                owner.append(b)
+        at += n
+    raw = _fused.fused_step_segments(
+        X,
+        np.array(segments, dtype=np.int64).reshape(-1, 4),
+        steps,
+        spec,
+        out=out if keep else None,
+        rotation=rotation,
+        center=center,
+    )
+    if len(owner) > len(sizes):
+        raw = _fold_segments(raw, np.array(owner))
+    sums, yv, zz, counts, tmin, tmax = raw
+    stack = dict(
+        n=counts, vv=gram_from_sums(sums, spec.max_degree), yv=yv, zz=zz, tmin=tmin, tmax=tmax
+    )
+    return (out if keep else None), stack
+
+
+def _fold_segments(raw, owner):
+    """The sweep's values per block from those per segment (``owner[s]``: its block, in
+    order): added up in order, the range's extremes kept, as :func:`pass_kernel` does."""
+    firsts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    acc = [v[firsts].copy() for v in raw]
+    rank = np.arange(len(owner)) - firsts[owner - owner[0]]
+    for q in range(1, int(rank.max()) + 1):
+        rows = np.flatnonzero(rank == q)
+        blocks = owner[rows] - owner[0]
+        for i in range(4):
+            acc[i][blocks] = acc[i][blocks] + raw[i][rows]
+        lo, hi = raw[4][rows], raw[5][rows]
+        acc[4][blocks] = np.where(lo < acc[4][blocks], lo, acc[4][blocks])
+        acc[5][blocks] = np.where(hi > acc[5][blocks], hi, acc[5][blocks])
+    return acc
+
+
+def _fold_sums(a, b, summed):
+    """Row by row what :func:`_combine_sums` does per dict: ``summed`` added, the range kept."""
+    out = {key: a[key] + b[key] for key in summed}
+    out["tmin"] = np.where(b["tmin"] < a["tmin"], b["tmin"], a["tmin"])
+    out["tmax"] = np.where(b["tmax"] > a["tmax"], b["tmax"], a["tmax"])
+    return out
+
+
+def fold_step_stacks(a, b):
+    """Two stacks of step moments (:func:`group_pass_kernel`) merged row by row, as
+    :func:`combine_step_moments` merges two dicts (the fold of
+    :func:`ppa_dask.utils.compute.stacked_tree`)."""
+    return _fold_sums(a, b, ("n", "vv", "yv", "zz"))
+
+
+def step_moments_of_stack(stack, row=0):
+    """Row ``row`` of a stack of step moments as :func:`pass_kernel`'s dict (with
+    ``"ahead"`` when the stack holds more than one direction)."""
+
+    def one(j, n):
+        return dict(
+            n=n,
+            vv=stack["vv"][row, j],
+            yv=stack["yv"][row, j],
+            zz=stack["zz"][row, j],
+            tmin=float(stack["tmin"][row, j]),
+            tmax=float(stack["tmax"][row, j]),
+        )
+
+    out = one(0, stack["n"][row])
+    if stack["vv"].shape[1] > 1:
+        out["ahead"] = [one(j, stack["n"][row].copy()) for j in range(1, stack["vv"].shape[1])]
+    return out
+
+
+def stack_moments(parts, keys):
+    """Moment dicts as a stack: ``{key: array}``, row ``i`` of each from ``parts[i]``."""
+    return {key: np.stack([np.asarray(p[key]) for p in parts]) for key in keys}
+
+
+FIRST_KEYS = ("n", "mean", "scatter", "n_nan", "n_inf")
+OBJECTIVE_KEYS = ("n", "vv", "yt", "yyt", "tmin", "tmax")
+
+
+def fold_first_stacks(a, b):
+    """Two stacks of :func:`first_moments` (without their samples) merged row by row, as
+    :func:`combine_first_moments` merges two dicts (Chan et al.'s update; the counts' ratios
+    taken in Python integers, as there)."""
+    na, nb = a["n"], b["n"]
+    n = na + nb
+    pairs = list(zip(na.tolist(), nb.tolist(), n.tolist()))
+    ratio = np.array([y / t if t else 0.0 for _, y, t in pairs], dtype=np.float64)
+    factor = np.array([x * y / t if t else 0.0 for x, y, t in pairs], dtype=np.float64)
+    delta = b["mean"] - a["mean"]
+    mean = a["mean"] + delta * ratio[:, None]
+    outer = delta[:, :, None] * delta[:, None, :]
+    scatter = a["scatter"] + b["scatter"] + outer * factor[:, None, None]
+    empty = n == 0
+    if empty.any():
+        mean[empty], scatter[empty] = a["mean"][empty], a["scatter"][empty]
+    return dict(
+        n=n, mean=mean, scatter=scatter, n_nan=a["n_nan"] + b["n_nan"],
+        n_inf=a["n_inf"] + b["n_inf"],
+    )  # fmt: skip
+
+
+def first_moments_of_stack(stack, sample, row=0):
+    """Row ``row`` of a stack of first moments, with the rows ``sample``, as
+    :func:`combine_first_moments`'s dict."""
+    out = {key: stack[key][row] for key in FIRST_KEYS}
+    out["n"] = int(out["n"])
+    out["sample"] = sample
+    return out
+
+
+def fold_objective_stacks(a, b):
+    """Two stacks of :func:`objective_moments` merged row by row, as
+    :func:`combine_objective_moments` merges two dicts."""
+    return _fold_sums(a, b, ("n", "vv", "yt", "yyt"))
+
+
+def objective_moments_of_stack(stack, row=0):
+    """Row ``row`` of a stack of objective moments as :func:`objective_pass_kernel`'s dict."""
+    out = {key: stack[key][row] for key in OBJECTIVE_KEYS}
+    out["n"] = int(out["n"])
+    out["tmin"], out["tmax"] = float(out["tmin"]), float(out["tmax"])
+    return out
 
 
 def _pass_moments(parts, degree, ahead):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
+
 from ppa_dask.utils.blas import one_blas_thread
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "merge_as_tree",
     "partial_tree",
     "persist",
+    "stacked_tree",
     "tree_reduce",
     "uses_local_scheduler",
 ]
@@ -144,6 +147,87 @@ def finish_tree(nodes, combine, split_every, n):
         return combine([node(k - 1, c) for c in range(j * split_every, stop)])
 
     return node(len(counts) - 1, 0)
+
+
+def stacked_tree(ids, stack, fold, split_every, n):
+    """:func:`partial_tree` and :func:`finish_tree` on stacked values: one numpy operation per
+    child position and level, not one Python merge per node.
+
+    ``stack`` is a dict of arrays whose leading axis runs over the nodes ``ids`` (each
+    ``(level, j)`` of :func:`merge_as_tree`'s tree over ``n`` parts; the parts are level 0), and
+    ``fold(acc, other)`` merges two equally long stacks row by row, as ``combine([a, b])`` would
+    merge two values. Every node whose children are all present is made, with the same
+    children folded in the same order as the tree (``acc = fold(fold(c0, c1), c2) ...``), as
+    high as they reach. Returns ``(ids, stack)`` of the nodes left unmerged, ordered by
+    ``(level, j)``: a task holding some parts returns these, and the same call on the union of
+    every task's nodes ends at the root ``(levels, 0)``. When ``fold`` does elementwise what
+    ``combine`` does per value, the result is bit for bit :func:`merge_as_tree`'s.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> def fold(a, b):
+    ...     return {"x": a["x"] + b["x"]}
+    >>> parts = 0.1 * np.arange(20.0)
+    >>> left = stacked_tree([(0, i) for i in range(11)], {"x": parts[:11]}, fold, 8, 20)
+    >>> left[0]
+    [(0, 8), (0, 9), (0, 10), (1, 0)]
+    >>> right = stacked_tree([(0, i) for i in range(11, 20)], {"x": parts[11:]}, fold, 8, 20)
+    >>> ids, root = stacked_tree(left[0] + right[0], {"x": np.concatenate(
+    ...     [left[1]["x"], right[1]["x"]])}, fold, 8, 20)
+    >>> ids, bool(root["x"][0] == merge_as_tree(list(parts), sum, 8))
+    ([(2, 0)], True)
+    """
+    counts = _tree_counts(n, split_every)
+    top = len(counts) - 1
+    rows_at = {}
+    for r, (k, j) in enumerate(ids):
+        rows_at.setdefault(k, []).append((j, r))
+
+    def take(values, rows):
+        return {key: v[rows] for key, v in values.items()}
+
+    done_ids, done = [], []
+    made_js, made = [], None  # the nodes made from the level below
+    for k in range(top + 1):
+        given = sorted(rows_at.get(k, ()))
+        js = [j for j, _ in given] + made_js
+        if not js:
+            continue
+        here = take(stack, [r for _, r in given])
+        if made is not None:
+            here = {key: np.concatenate([here[key], made[key]]) for key in here}
+        where = {j: r for r, j in enumerate(js)}
+        width = counts[k]
+        parents = []
+        if k < top:
+            for p in sorted({j // split_every for j in js}):
+                children = range(p * split_every, min((p + 1) * split_every, width))
+                if all(c in where for c in children):
+                    parents.append(p)
+        made_js, made = parents, None
+        if parents:
+            made = take(here, [where[p * split_every] for p in parents])
+            for q in range(1, split_every):
+                # only the level's last parent can have fewer children than split_every
+                with_q = [p for p in parents if p * split_every + q < width]
+                if not with_q:
+                    break
+                rows = [where[p * split_every + q] for p in with_q]
+                m = len(with_q)
+                if m == len(parents):
+                    made = fold(made, take(here, rows))
+                else:
+                    head = fold(take(made, slice(0, m)), take(here, rows))
+                    made = {key: np.concatenate([head[key], made[key][m:]]) for key in made}
+        used = {c for p in parents for c in range(p * split_every, (p + 1) * split_every)}
+        left = [r for r, j in enumerate(js) if j not in used]
+        if left:
+            done_ids.extend((k, js[r]) for r in left)
+            done.append(take(here, left))
+    order = sorted(range(len(done_ids)), key=done_ids.__getitem__)
+    merged = {key: np.concatenate([d[key] for d in done]) for key in stack}
+    return [done_ids[i] for i in order], take(merged, order)
 
 
 def uses_local_scheduler():

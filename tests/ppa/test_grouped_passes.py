@@ -6,6 +6,7 @@ to the in-memory fit (and the direct port) to rounding; a pass runs O(threads) t
 the chunk count; a killed worker's group is recomputed from its source blocks.
 """
 
+import dataclasses
 import os
 import signal
 
@@ -20,7 +21,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from ppa_dask import datasets
 from ppa_dask.cluster import local_client
-from ppa_dask.ppa import drivers
+from ppa_dask.ppa import drivers, kernels
 from ppa_dask.ppa.estimator import PPA
 
 X = datasets.make_curved_manifold(6_000, n_features=5, random_state=3)
@@ -244,3 +245,140 @@ def test_the_groups_of_a_zarr_source_spread_over_the_workers(tmp_path):
     assert model.residual_cache_ == "persist"
     assert len(plugin.where) == model.n_passes_, plugin.where
     assert all(len(workers) == 2 for workers in plugin.where.values()), plugin.where
+
+
+# --------------------------------------------------------------------------------------------
+# the group kernel: one compiled call over a group's blocks, each block's moments its own
+# --------------------------------------------------------------------------------------------
+
+
+def _moments_equal(a, b):
+    assert sorted(a) == sorted(b)
+    for key in a:
+        if key == "ahead":
+            assert len(a[key]) == len(b[key])
+            for x, y in zip(a[key], b[key]):
+                _moments_equal(x, y)
+        else:
+            assert type(a[key]) is type(b[key]), key
+            assert np.array_equal(a[key], b[key]), key
+
+
+def _steps_and_spec(d, rng, n_steps, ahead, n_folds, degree=3):
+    q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    steps = tuple(
+        kernels.StepParams(q[:, i], 0.1 * rng.normal(size=(d, degree + 1)), 0.1, 2.0, -1.5, 1.5)
+        for i in range(n_steps)
+    )
+    spec = kernels.StepSpec(
+        q[:, n_steps], 0.05, 2.5, degree, seed=11, n_folds=n_folds,
+        ahead=tuple((q[:, n_steps + 1 + j], 0.0, 2.0) for j in range(ahead)),
+    )  # fmt: skip
+    return q, steps, spec
+
+
+@pytest.mark.parametrize("n_folds", [1, 2, 3])
+@pytest.mark.parametrize("ahead", [0, 1, 3])
+def test_the_group_kernel_gives_each_block_its_own_moments_bit_for_bit(n_folds, ahead):
+    rng = np.random.default_rng(n_folds * 10 + ahead)
+    d = 6
+    q, steps, spec = _steps_and_spec(d, rng, 2, ahead, n_folds)
+    # sizes off the compiled sweep's chunk of rows, an empty block, blocks not in order
+    sizes, starts = [300, 0, 1, 257, 1000, 40], [5000, 17, 900, 0, 2000, 4000]
+    mean = rng.normal(size=d)
+    sources = [rng.normal(size=(n, d)) + mean for n in sizes]
+    residuals = [np.ascontiguousarray((x - mean).T) for x in sources]
+    rotation = q[:, 1:]  # a smaller frame holding the residual after the steps
+    framed = dataclasses.replace(
+        spec, direction=rotation.T @ spec.direction,
+        ahead=tuple((rotation.T @ e, o, s) for e, o, s in spec.ahead),
+    )  # fmt: skip
+    cases = [
+        (sources, mean, steps, spec, None, 10_000),
+        (residuals, None, steps, spec, None, 10_000),
+        (residuals, None, steps[:1], framed, rotation, 10_000),
+        # float32 blocks longer than the sub-block: swept a sub-block at a time and added up
+        ([x.astype(np.float32) for x in sources], mean, (), spec, None, 128),
+    ]
+    for blocks, center, pending, s, rot, sub in cases:
+        X, block_sizes, whole = kernels.side_by_side(blocks, samples=center is not None)
+        assert block_sizes == sizes
+        residual, stack = kernels.group_pass_kernel(
+            X, sizes, starts, center, pending, s, keep=True, whole=whole, sub_block=sub,
+            rotation=rot,
+        )  # fmt: skip
+        at = 0
+        for b, (block, n, start) in enumerate(zip(blocks, sizes, starts)):
+            alone_residual, alone = kernels.pass_kernel(
+                block, start, center, pending, s, keep=True, sub_block=sub, rotation=rot
+            )
+            _moments_equal(kernels.step_moments_of_stack(stack, b), alone)
+            assert np.array_equal(residual[:, at : at + n], alone_residual)
+            at += n
+
+
+def _first_parts(rng, sizes, d=4):
+    parts = []
+    for n in sizes:
+        X = rng.normal(size=(n, d)) * rng.uniform(0.5, 3) + rng.normal(size=d) * 5
+        parts.append(kernels.first_moments(X, np.arange(0, n, 7)))
+    return parts
+
+
+@pytest.mark.parametrize("split_every", [2, 3, 8])
+def test_stacked_merges_are_the_dict_merges_for_any_grouping(split_every):
+    # every fold against its combine_* through merge_as_tree, for consecutive and scattered
+    # groups: the stacked tree (utils.compute.stacked_tree) must give the dict tree's root
+    from ppa_dask.utils.compute import merge_as_tree, stacked_tree
+
+    rng = np.random.default_rng(split_every)
+    n = 77
+    sizes = rng.integers(0, 60, size=n)
+    sizes[[3, 40]] = 0
+    first = _first_parts(rng, sizes)
+    d = 5
+    q, steps, spec = _steps_and_spec(d, rng, 1, 2, 2)
+    step = [kernels.pass_kernel(rng.normal(size=(d, m)), 0, None, steps, spec, keep=False)[1]
+            for m in sizes]  # fmt: skip
+    objective = [
+        kernels.objective_pass_kernel(rng.normal(size=(d, max(m, 1))), None, steps, spec)
+        for m in sizes
+    ]
+    cases = [
+        (first, kernels.combine_first_moments, kernels.fold_first_stacks, kernels.FIRST_KEYS),
+        (objective, kernels.combine_objective_moments, kernels.fold_objective_stacks,
+         kernels.OBJECTIVE_KEYS),
+    ]  # fmt: skip
+    for groups in (drivers.block_groups(n, 1), drivers.block_groups(n, 4),
+                   [sorted(g) for g in np.array_split(rng.permutation(n), 5)]):  # fmt: skip
+        for parts, combine, fold, keys in cases:
+            ids, stacks = [], []
+            for g in groups:
+                i, s = stacked_tree(
+                    [(0, j) for j in g], kernels.stack_moments([parts[j] for j in g], keys),
+                    fold, split_every, n,
+                )  # fmt: skip
+                ids += i
+                stacks.append(s)
+            merged = {k: np.concatenate([s[k] for s in stacks]) for k in keys}
+            root_ids, root = stacked_tree(ids, merged, fold, split_every, n)
+            assert len(root_ids) == 1
+            expected = merge_as_tree(parts, combine, split_every)
+            for key in keys:
+                assert np.array_equal(root[key][0], expected[key]), key
+        # step moments, stacked as the group kernel stacks them (a direction axis: ahead)
+        expected = merge_as_tree(step, kernels.combine_step_moments, split_every)
+        ids, stacks = [], []
+        for g in groups:
+            stack = {
+                "n": np.stack([step[j]["n"] for j in g]),
+                **{k: np.stack([np.stack([step[j][k]] + [a[k] for a in step[j]["ahead"]])
+                                for j in g]) for k in ("vv", "yv", "zz", "tmin", "tmax")},
+            }  # fmt: skip
+            i, s = stacked_tree([(0, j) for j in g], stack, kernels.fold_step_stacks,
+                                split_every, n)  # fmt: skip
+            ids += i
+            stacks.append(s)
+        merged = {k: np.concatenate([s[k] for s in stacks]) for k in stacks[0]}
+        _, root = stacked_tree(ids, merged, kernels.fold_step_stacks, split_every, n)
+        _moments_equal(kernels.step_moments_of_stack(root), expected)
