@@ -382,3 +382,43 @@ def test_stacked_merges_are_the_dict_merges_for_any_grouping(split_every):
         merged = {k: np.concatenate([s[k] for s in stacks]) for k in stacks[0]}
         _, root = stacked_tree(ids, merged, kernels.fold_step_stacks, split_every, n)
         _moments_equal(kernels.step_moments_of_stack(root), expected)
+
+
+class CountedReads:
+    """An array-like read by slices (as a Zarr array is), counting the reads."""
+
+    def __init__(self, values):
+        self.values, self.reads = values, 0
+        self.shape, self.dtype, self.ndim = values.shape, values.dtype, values.ndim
+
+    def __getitem__(self, index):
+        self.reads += 1
+        return self.values[index]
+
+
+def test_a_group_reads_runs_of_slices_of_one_array_in_one_call_with_the_same_blocks():
+    source = CountedReads(X[:1000])
+    data = da.from_array(source, chunks=(37, -1))  # 28 blocks, the last one ragged
+    plan = drivers.block_groups(data.numblocks[0], 3)
+    readers = drivers.SourceReader.for_groups(data, plan)
+    run = 4 * 37 * 5 * 8  # bytes of four blocks
+    for reader, group in zip(readers, plan):
+        source.reads = 0
+        one_by_one = list(reader.blocks([]))
+        assert source.reads == len(group)
+        source.reads = 0
+        batched = list(reader.blocks([], batch_bytes=run))
+        assert source.reads == -(-len(group) // 4)
+        assert len(batched) == len(one_by_one)
+        for a, b in zip(one_by_one, batched):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    # and the fit reads each group's blocks in one call, to the same model as one task per block
+    models = []
+    for groups in (None, 3):
+        with dask.config.set({drivers.PASS_GROUPS_CONFIG: groups}):
+            source.reads = 0
+            models.append(PPA(**PARAMS, residual_cache="recompute").fit(data))
+            reads = source.reads
+    assert reads == 3 * models[1].n_passes_
+    for a, b in zip(*map(arrays, models)):
+        assert np.array_equal(a, b)
