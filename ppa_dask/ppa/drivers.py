@@ -433,10 +433,11 @@ def _objective_on_result(result, *args, **kwargs):
 
 
 # --------------------------------------------------------------------------------------------
-# grouped passes (docs/design.md section 3.11): one task runs the block kernel over a group of
-# blocks, one after another, and returns every block's moments; the client merges them in the
-# tree of global block indices that the one-task-per-block pass builds, so the model does not
-# depend on the grouping
+# grouped passes (docs/design.md section 3.11): one task runs the kernel over a group of blocks
+# (one compiled call for many blocks, kernels.group_pass_kernel) and keeps every block's
+# moments, stacked; they are merged in the tree of global block indices that the
+# one-task-per-block pass builds (utils.compute.stacked_tree), in the group as far as it can
+# and then on the client, so the model does not depend on the grouping
 # --------------------------------------------------------------------------------------------
 
 
@@ -473,11 +474,12 @@ class SourceReader:
     A grouped pass over the source (the first pass; every pass of ``"recompute"``) then costs
     one task per group, not one per block plus the reads: each group's task carries the
     tasks that make its blocks and runs them itself, one block at a time (a block's tasks in
-    dependency order, nothing kept between blocks), so a group holds one source block at a
-    time. What several groups share (a Zarr array's handle, an in-memory array's one key) or
-    what is already in worker memory (a persisted array's blocks) stays a key of the graph: the
-    task depends on it and receives it (``externals``), so a lost worker's group is recomputed
-    from the source like any task.
+    dependency order, nothing kept between blocks; runs of blocks that are slices of one array
+    read in one call, :meth:`blocks`), so a group holds one source block, or one batch of
+    :data:`GROUP_BATCH_BYTES`, at a time. What several groups share (a Zarr array's handle,
+    an in-memory array's one key) or what is already in worker memory (a persisted array's
+    blocks) stays a key of the graph: the task depends on it and receives it (``externals``),
+    so a lost worker's group is recomputed from the source like any task.
 
     Built on the client with :meth:`for_groups`; None when the graph holds something this
     does not run (the pass then keeps one task per block).

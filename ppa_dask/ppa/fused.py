@@ -13,6 +13,12 @@ identity), the cross moments ``sum y T_k(t)``, the squared norms orthogonal to t
 contiguous block, so each row costs one cross-moment product per direction (into its own fold's
 sums) instead of one per fold.
 
+One call sweeps any number of *segments* of ``Y`` (blocks side by side), each with sums of
+its own, exactly as a call of its own would: a grouped pass (docs/design.md section 3.11) runs
+a group's blocks in one call instead of one call per block, whose Python cost (packing the
+arguments, numba's dispatch, a moments dict per block) was about 60 microseconds a block
+(:func:`fused_step_segments`; :func:`fused_step_pass` is the one-segment case).
+
 Why compiled: in numpy each of these is a separate sweep over memory with a temporary array
 (about 48 element-wise operations per row besides the products), which made a pass take 4-5x
 the time of one fused sweep; numba walks the rows in chunks of :data:`CHUNK` kept in L1 cache,

@@ -5,6 +5,9 @@ arrays (a pass may update a residual it is told it owns). The in-memory driver l
 slices of a numpy array, the Dask driver maps them over chunks. The per-row mathematics (the
 Chebyshev basis with its continuation, a step's update and its inverse, a step pass's moments)
 is written once, compiled, in :mod:`ppa_dask.ppa.fused`; the functions here arrange it per block.
+A grouped pass of the Dask driver runs :func:`group_pass_kernel`: many blocks side by side in one
+compiled call, each block's moments a row of stacked arrays, bit for bit its own
+(docs/design.md section 3.11).
 
 Notation (docs/design.md section 2, kept in the ambient ``d``-dimensional frame of section 3.3):
 
