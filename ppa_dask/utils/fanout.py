@@ -3,8 +3,9 @@
 The ensembles and the stability refits are many small independent fits. With a distributed
 Client they become futures (``pure=False``: a refit is never deduplicated with another that
 happens to hash the same; ``retries`` survive a lost worker), the shared arrays are scattered
-once, and results are handed back as they complete (``as_completed``), so a caller can store
-each one before the next arrives. Without a Client (or from inside a task, where submitting
+once (a copy on every worker, and again should every copy be lost with its workers), and results
+are handed back as they complete (``as_completed``), so a caller can store each one before the
+next arrives. Without a Client (or from inside a task, where submitting
 more tasks could deadlock a small cluster) the same function runs in process, in order, with
 one BLAS thread.
 
@@ -76,36 +77,64 @@ def run_tasks(
                     progress.update()
                     yield position, result
             return
+        from concurrent.futures import CancelledError
+
         from distributed import as_completed
 
-        # unique keys (hash=False): a content-hashed key shared with an earlier call could be
-        # released by that call while this one still needs it
-        remote, seen = [], {}
-        for value in shared:
-            if not _worth_scattering(value):
-                remote.append(value)
-            elif id(value) in seen:
-                remote.append(seen[id(value)])
-            else:
-                # a copy on every worker (broadcast): scattered data cannot be recomputed, so
-                # with one copy the loss of its worker would fail every task
-                seen[id(value)] = client.scatter(value, hash=False, broadcast=True)
-                remote.append(seen[id(value)])
-        keys = task_keys(func, items, key)
-        futures = [
-            client.submit(func, item, *remote, key=name, pure=False, retries=retries)
-            for item, name in zip(items, keys)
-        ]
-        where = {future.key: position for position, future in enumerate(futures)}
+        def scatter_shared():
+            # unique keys (hash=False): a content-hashed key shared with an earlier call could
+            # be released by that call while this one still needs it
+            remote, seen = [], {}
+            for value in shared:
+                if not _worth_scattering(value):
+                    remote.append(value)
+                elif id(value) in seen:
+                    remote.append(seen[id(value)])
+                else:
+                    # a copy on every worker (broadcast): scattered data cannot be recomputed,
+                    # so with one copy the loss of its worker would fail every task
+                    seen[id(value)] = client.scatter(value, hash=False, broadcast=True)
+                    remote.append(seen[id(value)])
+            return remote
+
+        def submit(positions):
+            keys = task_keys(func, [items[p] for p in positions], key)
+            return {
+                client.submit(func, items[p], *remote, key=name, pure=False, retries=retries): p
+                for p, name in zip(positions, keys)
+            }
+
+        remote = scatter_shared()
+        pending = submit(range(len(items)))  # future -> position, until its result is handed back
+        scatters = 1
         try:
-            for future in as_completed(futures):
-                result = future.result()
+            completed = as_completed(list(pending))
+            for future in completed:
+                position = pending.pop(future, None)
+                if position is None:
+                    continue  # replaced after the shared arrays were scattered again
+                try:
+                    result = future.result()
+                except CancelledError:
+                    # the shared arrays' every copy was lost with its workers (a broadcast can
+                    # leave one copy, on a worker that was busy or joining): the scheduler
+                    # forgets them and cancels what needs them. This process still holds them:
+                    # scatter them again and resubmit what has not come back, at most `retries`
+                    # times
+                    if scatters > retries:
+                        raise
+                    scatters += 1
+                    client.cancel(list(pending))
+                    remote = scatter_shared()
+                    pending = submit(sorted([position, *pending.values()]))
+                    completed.update(list(pending))
+                    continue
                 progress.update()
-                yield where[future.key], result
+                yield position, result
                 future.release()
         finally:
             # an error, or a consumer that stopped early: nothing left running for us
-            client.cancel([f for f in futures if not f.done()])
+            client.cancel([f for f in pending if not f.done()])
     finally:
         progress.close()
 

@@ -197,6 +197,38 @@ def test_fan_out_survives_losing_the_worker_the_shared_arrays_were_scattered_to(
     assert_worker_gone(client, killed[0])
 
 
+def test_fan_out_survives_losing_the_only_copy_of_the_shared_arrays(client, monkeypatch):
+    # a broadcast can leave one copy (a worker busy or joining is left out of it): here every
+    # shared array is scattered to one worker only, which dies before any task ran; the
+    # scheduler forgets the arrays and cancels every task, and the fan-out scatters them again
+    # from this process and resubmits (the CI failure of the test above, made certain)
+    X, y = regression_data(n=2000, d=12)
+    make = lambda: FeatureBaggingRegressor(Ridge(), n_estimators=12, random_state=0)  # noqa: E731
+    undisturbed = make().fit(X, y)
+    scatter, submit, killed = client.scatter, client.submit, []
+
+    def one_copy(data, **kwargs):
+        return scatter(
+            data, **dict(kwargs, broadcast=False, workers=sorted(worker_pids(client))[:1])
+        )
+
+    def submit_then_kill(func, *args, **kwargs):
+        if not killed:
+            scattered = [a for a in args if type(a).__name__ == "Future"]
+            holders = {w for f in scattered for w in client.who_has([f])[f.key]}
+            assert len(holders) == 1  # one copy of each, all on one worker
+            killed.append(worker_pids(client)[holders.pop()])
+            os.kill(killed[0], signal.SIGKILL)
+        return submit(func, *args, **kwargs)
+
+    monkeypatch.setattr(client, "scatter", one_copy)
+    monkeypatch.setattr(client, "submit", submit_then_kill)
+    disturbed = make().fit(X, y)
+    assert len(killed) == 1
+    assert np.array_equal(disturbed.predict(X), undisturbed.predict(X))
+    assert_worker_gone(client, killed[0])
+
+
 def test_feature_instability_refit_fan_out_survives_a_killed_worker(client, monkeypatch):
     X, y = regression_data(n=1500, d=12)
 
