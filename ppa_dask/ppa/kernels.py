@@ -524,7 +524,11 @@ def side_by_side(blocks, samples):
     whole = [bool(b.dtype == np.float64 and b.flags.c_contiguous) for b in blocks]
     if len(blocks) == 1 and whole[0]:
         return blocks[0], sizes, whole
-    return np.concatenate(blocks, axis=axis, dtype=np.float64), sizes, whole
+    shape = list(blocks[0].shape)
+    shape[axis] = sum(sizes)
+    # float64 in C order, what the compiled sweep takes: concatenate alone keeps the inputs'
+    # Fortran order when every block has it (a cube's pixels, one block in a batch)
+    return np.concatenate(blocks, axis=axis, out=np.empty(shape)), sizes, whole
 
 
 def group_pass_kernel(

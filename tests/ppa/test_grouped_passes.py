@@ -299,6 +299,10 @@ def test_the_group_kernel_gives_each_block_its_own_moments_bit_for_bit(n_folds, 
         (residuals, None, steps[:1], framed, rotation, 10_000),
         # float32 blocks longer than the sub-block: swept a sub-block at a time and added up
         ([x.astype(np.float32) for x in sources], mean, (), spec, None, 128),
+        # float64 in Fortran order (a cube's pixels, a transposed residual): put side by side
+        # in C order for the compiled sweep, as pass_kernel converts them
+        ([np.asfortranarray(x) for x in sources], mean, steps, spec, None, 128),
+        ([np.ascontiguousarray(r.T).T for r in residuals], None, steps, spec, None, 128),
     ]
     for blocks, center, pending, s, rot, sub in cases:
         X, block_sizes, whole = kernels.side_by_side(blocks, samples=center is not None)
@@ -315,6 +319,26 @@ def test_the_group_kernel_gives_each_block_its_own_moments_bit_for_bit(n_folds, 
             _moments_equal(kernels.step_moments_of_stack(stack, b), alone)
             assert np.array_equal(residual[:, at : at + n], alone_residual)
             at += n
+
+
+@pytest.mark.parametrize("n_blocks", [1, 3])
+def test_blocks_all_in_fortran_order_go_through_the_group_kernel(n_blocks):
+    # a batch whose every block is in Fortran order (a cube's pixels; one block alone) is put
+    # side by side in C order, the compiled sweep's only layout, and gives pass_kernel's moments
+    rng = np.random.default_rng(n_blocks)
+    d = 5
+    _, steps, spec = _steps_and_spec(d, rng, 1, 0, 2)
+    mean = rng.normal(size=d)
+    blocks = [np.asfortranarray(rng.normal(size=(n, d)) + mean) for n in (300, 129, 64)[:n_blocks]]
+    starts = [0, 300, 429][:n_blocks]
+    X, sizes, whole = kernels.side_by_side(blocks, samples=True)
+    assert X.flags.c_contiguous and X.dtype == np.float64 and not any(whole)
+    _, stack = kernels.group_pass_kernel(
+        X, sizes, starts, mean, steps, spec, keep=False, whole=whole, sub_block=128
+    )
+    for b, (block, start) in enumerate(zip(blocks, starts)):
+        alone = kernels.pass_kernel(block, start, mean, steps, spec, keep=False, sub_block=128)[1]
+        _moments_equal(kernels.step_moments_of_stack(stack, b), alone)
 
 
 def _first_parts(rng, sizes, d=4):
