@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import uuid
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "check_writable",
     "parse_json",
     "read_json_file",
+    "SETTLE_SECONDS",
     "remove_path",
     "temp_sibling",
     "write_json_atomic",
@@ -64,10 +66,33 @@ def temp_sibling(path, tag="tmp"):
     return os.path.join(parent, f".{base}.{tag}-{uuid.uuid4().hex[:12]}")
 
 
-def remove_path(path):
-    """Remove a file or a folder tree (a symbolic link is removed, never followed)."""
+#: Seconds :func:`remove_path` keeps removing a folder that is still being written into.
+SETTLE_SECONDS = 10.0
+
+
+def remove_path(path, settle=SETTLE_SECONDS):
+    """Remove a file or a folder tree (a symbolic link is removed, never followed).
+
+    A folder is removed again until it is gone, for at most ``settle`` seconds: when one task
+    of a parallel write fails (a full disk), Dask raises at once while the other tasks may still
+    be writing their parts into the folder, and a removal that lists it before their last file
+    appears leaves the folder behind.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = os.path.join(tempfile.mkdtemp(), "parts")
+    >>> os.makedirs(os.path.join(folder, "a"))
+    >>> remove_path(folder)
+    >>> os.path.lexists(folder)
+    False
+    """
     if os.path.isdir(path) and not os.path.islink(path):
+        deadline = time.monotonic() + settle
         shutil.rmtree(path, ignore_errors=True)
+        while os.path.lexists(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            shutil.rmtree(path, ignore_errors=True)
     elif os.path.lexists(path):
         os.remove(path)
 
