@@ -267,26 +267,16 @@ def first_moments(X, sample_rows=None):
 
 
 def combine_first_moments(parts):
-    """Merge a list of :func:`first_moments` dicts (Chan et al.'s pairwise update)."""
+    """Merge a list of :func:`first_moments` dicts: Chan et al.'s pairwise update, written once,
+    in :func:`fold_first_stacks` (here on stacks of one row), the samples concatenated."""
     parts = list(parts)
     out = parts[0]
     for other in parts[1:]:
-        na, nb = out["n"], other["n"]
-        n = na + nb
-        if n == 0:
-            mean, scatter = out["mean"], out["scatter"]
-        else:
-            delta = other["mean"] - out["mean"]
-            mean = out["mean"] + delta * (nb / n)
-            scatter = out["scatter"] + other["scatter"] + np.outer(delta, delta) * (na * nb / n)
-        out = dict(
-            n=n,
-            mean=mean,
-            scatter=scatter,
-            n_nan=out["n_nan"] + other["n_nan"],
-            n_inf=out["n_inf"] + other["n_inf"],
-            sample=np.concatenate([out["sample"], other["sample"]]),
-        )
+        a, b = ({key: np.asarray(p[key])[None] for key in FIRST_KEYS} for p in (out, other))
+        merged = fold_first_stacks(a, b)
+        sample = np.concatenate([out["sample"], other["sample"]])
+        out = {key: merged[key][0] for key in FIRST_KEYS}
+        out["n"], out["sample"] = int(out["n"]), sample
     return out
 
 
