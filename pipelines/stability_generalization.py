@@ -34,7 +34,20 @@ rows. Grids (``--small`` shrinks them; ``--n-trees`` sets the forest size, 256 i
 
 Each finished setting is written to ``parts/<key>.json`` as it completes, the key hashing the
 setting and the run-wide arguments: a rerun into the same ``--output`` (after a kill, say)
-reads those back and computes only the rest. Writes ``results.csv`` (one row per setting),
+reads those back and computes only the rest. The parts do not travel between machines, the
+committed record does: a run whose ``--record FILE`` names an existing record of this script
+reads the settings it holds back as finished rows (:func:`read_back`: their gap, FI, II and
+seconds; ``mse_train``, ``mse_test`` and ``II_stderr`` are not in a record and stay empty in
+``results.csv``) and computes only the others, so the record's command with one more seed in
+``--seeds`` computes only that seed, in any ``--output``. The summaries are recomputed from
+all the rows, read back or not. Such a record must have been made with the same options as
+this run except :data:`FREE_OPTIONS` (seeds, nu, the record, output, workers, scheduler,
+quiet), and this run's ``--seeds`` and ``--nu`` must include the record's (rewriting it must
+not drop what it holds); otherwise the run stops before any work with one line naming the
+option that differs (:func:`earlier_record`), never mixing two experiments in one record.
+Settings read back from a record without their own times (made before the record kept them)
+count for an equal share of its run time, and the new record's notes say so.
+Writes ``results.csv`` (one row per setting),
 ``summary.csv`` (one row per data set and estimator, with the paper's values beside ours, a
 permuted-FI control and the paper's bootstrap of a third of the grid), ``report.md``,
 ``fi_increment.png`` and ``gap_vs_instability.png``.
@@ -49,11 +62,18 @@ import time
 
 import numpy as np
 
-from ppa_dask.app.reproductions import make_record, recorded_command, write_record
+from ppa_dask.app.reproductions import (
+    ReproductionRecordError,
+    make_record,
+    read_record,
+    record_cells,
+    recorded_command,
+    write_record,
+)
 from ppa_dask.app.scripts.figures import matplotlib_headless, new_figure, save_figure
 from ppa_dask.app.scripts.options import csv_list, stability_parser
 from ppa_dask.app.scripts.output import command_line, markdown_table, write_csv, write_grid_report
-from ppa_dask.app.scripts.tasks import run_settings
+from ppa_dask.app.scripts.tasks import run_settings, setting_key
 from ppa_dask.datasets import REGRESSION_DATASETS, load_regression_dataset
 
 VAR_MU = 6.2962
@@ -220,6 +240,13 @@ def parse_args(argv=None):
         help="only the first N settings of every grid: their gap, FI and II, no summary (the "
         "test suite's reduced rerun of a saved record)",
     )
+    p.epilog = (
+        "An existing --record FILE of this script is read back: the settings it holds are not "
+        "recomputed (the same command with more --seeds computes only the new seeds). It must "
+        "have been made with the same options except --seeds, --seed, --nu, --output, "
+        "--workers, --scheduler, --quiet, and this run's --seeds and --nu must include its own; "
+        "otherwise the run stops before any work, naming the option that differs."
+    )
     args = p.parse_args(argv)
     bad = [v for v in args.nu if not 0.0 <= v <= 1.0]
     if bad:
@@ -234,6 +261,101 @@ def parse_args(argv=None):
     if any(s < 0 for s in args.seeds):
         p.error(f"--seeds must be >= 0, got {args.seeds}")
     return args
+
+
+#: Options that do not change a setting's row (its gap, FI, II): an existing ``--record`` made
+#: with other values of these, and only these, is read back by a run that writes to it.
+FREE_OPTIONS = ("seeds", "seed", "nu", "record", "output", "workers", "scheduler", "quiet")
+
+
+def earlier_record(args):
+    """The existing record at ``args.record`` that this run extends, or None (no ``--record``,
+    or no file there yet).
+
+    Raises
+    ------
+    SystemExit
+        With one line naming the file and the problem, before any work: it cannot be read, it
+        is another script's record, an option outside :data:`FREE_OPTIONS` differs (both
+        values named), or its seeds or nu are not all among this run's.
+    """
+    path = args.record
+    if not path or not os.path.exists(path):
+        return None
+
+    def refuse(problem):
+        raise SystemExit(
+            f"{os.path.basename(__file__)}: error: --record {path}: {problem}; write the run to "
+            "another --record file (nothing was computed)"
+        )
+
+    try:
+        record = read_record(path)
+    except ReproductionRecordError as exc:
+        refuse(f"cannot be read back ({exc})")
+    script = f"pipelines/{os.path.basename(__file__)}"
+    if record["command"][1] != script:
+        refuse(f"is a record of {record['command'][1]}, not of {script}")
+    try:
+        old = parse_args(record["command"][2:])
+    except SystemExit:
+        refuse(f"its command {' '.join(record['command'])} does not parse any more")
+    for name in sorted(set(vars(args)) | set(vars(old))):
+        mine, theirs = getattr(args, name, None), getattr(old, name, None)
+        if name not in FREE_OPTIONS and mine != theirs:
+            option = "--" + name.replace("_", "-")
+            refuse(f"it was made with {option} {theirs}, this run has {option} {mine}")
+    for name in ("seeds", "nu"):
+        dropped = sorted(set(getattr(old, name)) - set(getattr(args, name)))
+        if dropped:
+            refuse(f"it holds --{name} {dropped} that this run leaves out (rewriting it would "
+                   "drop them)")  # fmt: skip
+    return record
+
+
+def read_back(record, settings, context):
+    """The rows of ``settings`` that ``record`` holds, as :func:`run_setting` would return them,
+    keyed by their part key (:func:`ppa_dask.app.scripts.tasks.setting_key` with ``context``):
+    the known rows of :func:`ppa_dask.app.scripts.tasks.run_grid`.
+
+    A row has the record's gap, FI and II (its rounding), no ``mse_train``, ``mse_test`` or
+    ``II_stderr`` (a record does not keep them) and the setting's own seconds; a setting saved
+    without them (a record made before they were kept) gets an equal share of the record's
+    run time not accounted for by the seconds it does hold, and ``_seconds_shared`` set.
+    """
+    values = {}
+    for c in record_cells(record):
+        if c["setting"] != "all" and c["residualizer"] == "none":
+            where = (c["dataset"], c["nu"], c["estimator"], c["setting"], c["seed"])
+            values.setdefault(where, {})[c["measure"]] = c["value"]
+    complete = [v for v in values.values() if all(m in v for m in SETTING_MEASURES)]
+    timed = sum(v["seconds"] for v in complete if "seconds" in v)
+    untimed = sum("seconds" not in v for v in complete)
+    share = max(0.0, record["run_seconds"] - timed) / max(1, untimed)
+    known = {}
+    for s in settings:
+        label = setting_label(s["params"])
+        v = values.get((s["dataset"], s["nu"], s["estimator"], label, s["seed"]), {})
+        if not all(m in v for m in SETTING_MEASURES):
+            continue
+        row = dict(
+            dataset=s["dataset"],
+            nu=s["nu"],
+            estimator=s["estimator"],
+            seed=s["seed"],
+            setting=label,
+            **{f"param_{k}": p for k, p in s["params"].items()},
+            mse_train=None,
+            mse_test=None,
+            gap=v["gap"],
+            FI=v["FI"],
+            II=v["II"],
+            II_stderr=None,
+            seconds=v.get("seconds", share),
+            _seconds_shared="seconds" not in v,
+        )
+        known[setting_key(s, context)] = [row]
+    return known
 
 
 def f_strong(X):
@@ -615,14 +737,16 @@ def make_gap_record(args, argv, rows, summary):
 
     The test suite's smaller rerun (``--first-settings 2`` of the first seed and nu) gives the
     first two settings' cells of the saved grid, and the saved summaries are recomputed from
-    the saved settings' cells.
+    the saved settings' cells. A setting's own seconds are a cell too (measure ``seconds``,
+    volatile: a rerun does not reproduce them), except for settings read back without them
+    (:func:`read_back`).
     """
     base = ["dataset", "nu", "estimator", "setting", "residualizer", "measure", "seed"]
     cells = [
         dict(dataset=r["dataset"], nu=r["nu"], estimator=r["estimator"], setting=r["setting"],
              residualizer="none", measure=m, seed=r["seed"], value=r[m])
         for r in rows
-        for m in SETTING_MEASURES
+        for m in [*SETTING_MEASURES, *([] if r.get("_seconds_shared") else ["seconds"])]
     ]  # fmt: skip
     seen = set()
     for g in summary:
@@ -710,10 +834,28 @@ def make_gap_record(args, argv, rows, summary):
             "--first-settings",
             "2",
         ],  # fmt: skip
+        volatile=["measure=seconds"],
         run_seconds=sum(r["seconds"] for r in rows),
-        notes="run_seconds is the sum of the settings' own times (worker-seconds): the run "
-        "was done in slices that resume from parts/",
+        notes=gap_record_notes(rows),
     )
+
+
+def gap_record_notes(rows):
+    """The record's notes: what its run time is, and which settings' times are shares."""
+    notes = (
+        "run_seconds is the sum of the settings' own times (worker-seconds; a setting's is its "
+        "cell of measure 'seconds'): the run was done in slices that resume from parts/ or from "
+        "the record itself"
+    )
+    shared = [r for r in rows if r.get("_seconds_shared")]
+    if shared:
+        seeds = sorted({r["seed"] for r in shared})
+        notes += (
+            f". {len(shared)} settings (seeds {seeds}) were read back from a record made before "
+            "the settings' times were kept: they have no 'seconds' cell and count for an equal "
+            f"share of that record's run time, {shared[0]['seconds']:.1f} s each"
+        )
+    return notes
 
 
 def increment_figure(summary, output):
@@ -762,6 +904,7 @@ def increment_figure(summary, output):
 
 def main(argv=None):
     args = parse_args(argv)
+    earlier = earlier_record(args)
     os.makedirs(args.output, exist_ok=True)
     if args.record:
         args.record_name = os.path.splitext(os.path.basename(args.record))[0]
@@ -800,14 +943,13 @@ def main(argv=None):
         for est in estimators
         for params in grid(est, args.small, n_trees, max_depth)[: args.first_settings]
     ]
+    context = dict(n_train=n_train, n_test=n_test)
+    known = None if earlier is None else read_back(earlier, settings, context)
+    if known:
+        print(f"{len(known)} of {len(settings)} settings read back from {args.record}", flush=True)
     start = time.perf_counter()
     rows = run_settings(
-        args,
-        run_setting,
-        settings,
-        (data,),
-        "hyperparameter settings",
-        context=dict(n_train=n_train, n_test=n_test),
+        args, run_setting, settings, (data,), "hyperparameter settings", context, known
     )
     write_csv(rows, os.path.join(args.output, "results.csv"))
     summary = []
@@ -868,7 +1010,8 @@ def main(argv=None):
         f"{len(rows)} settings; {n_train} training rows, up to {n_test} test rows (FI and II "
         f"averaged over {min(300, n_test)} of them), II from {ii_instances} removed rows, "
         f"{n_trees} trees per forest, seed {args.seed}. Wall time {seconds:.0f} s (this "
-        "invocation; settings already in parts/ are read back, not recomputed); the settings' "
+        "invocation; settings already in parts/ or the --record file are read back, not "
+        "recomputed); the settings' "
         f"own times sum to {sum(r['seconds'] for r in rows):.0f} worker-seconds.",
         "",
         f"- FI adds explained variance beyond II (dR2 > 0) in {positive} of {len(summary)} "

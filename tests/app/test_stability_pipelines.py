@@ -11,6 +11,8 @@ import paths
 import pytest
 from processes import kill_when_printed
 
+from ppa_dask.app import reproductions as rep
+
 # the stability pipelines end to end, a killed process resumed
 pytestmark = pytest.mark.slow
 
@@ -224,6 +226,112 @@ def test_generalization_gap_study_resumes_a_killed_process_without_recomputing(t
     with open(os.path.join(broken, "summary.csv")) as a:
         with open(os.path.join(whole, "summary.csv")) as b:
             assert a.read() == b.read()
+
+
+def gap_run(tmp_path, folder, seeds, record, *extra):
+    """The small gap study of ``seeds`` into a fresh ``--output`` (no parts from before),
+    writing ``record``; returns the settings it computed."""
+    module = load("stability_generalization")
+    calls = counting(module)
+    output = str(tmp_path / folder)
+    module.main([*GAP_ARGS, *extra, "--seeds", seeds, "--output", output, "--record", record])
+    return calls
+
+
+def seconds_cells(record):
+    return {
+        (c["nu"], c["setting"], c["seed"]): c["value"]
+        for c in rep.record_cells(record)
+        if c["measure"] == "seconds"
+    }
+
+
+def test_gap_study_extends_its_record_by_a_seed_computing_only_that_seed(tmp_path):
+    record = str(tmp_path / "gap.json")
+    assert len(gap_run(tmp_path, "first", "0,1", record)) == 2 * 6
+    old = rep.read_record(record)
+    # the parts of the first run are gone (another folder): the record is the resume source
+    calls = gap_run(tmp_path, "second", "0,1,2", record)
+    assert sorted(c["seed"] for c in calls) == [2] * 6
+    assert len(os.listdir(tmp_path / "second" / "parts")) == 6
+    new = rep.read_record(record)
+    assert new["seeds"] == [0, 1, 2]
+    # every cell of the old record, the summaries recomputed from read-back settings too, is
+    # in the new one with its value (the times are volatile: compared on their own below)
+    assert rep.compare_cells(new, old) == []
+    times = seconds_cells(new)
+    assert {k: v for k, v in times.items() if k[2] < 2} == seconds_cells(old)
+    assert len(times) == 3 * 6
+    assert new["run_seconds"] == pytest.approx(sum(times.values()), abs=0.1)
+    # and the extended record is that of one uninterrupted run of the three seeds
+    fresh = str(tmp_path / "fresh.json")
+    assert len(gap_run(tmp_path, "fresh", "0,1,2", fresh)) == 3 * 6
+    fresh = rep.read_record(fresh)
+    assert rep.compare_cells(fresh, new) == [] and rep.compare_cells(new, fresh) == []
+    assert len(new["cells"]["rows"]) == len(fresh["cells"]["rows"])
+
+
+def test_gap_study_shares_an_old_records_run_time_among_the_settings_it_reads_back(tmp_path):
+    record = str(tmp_path / "gap.json")
+    gap_run(tmp_path, "first", "0", record)
+    # a record as made before the settings' times were kept: no seconds cells
+    old = rep.read_record(record)
+    columns = old["cells"]["columns"]
+    old["cells"]["rows"] = [r for r in old["cells"]["rows"] if r[columns.index("measure")]
+                            != "seconds"]  # fmt: skip
+    old["run_seconds"], old["volatile"] = 60.0, []
+    rep.write_record(record, old)
+    calls = gap_run(tmp_path, "second", "0,1", record)
+    assert sorted(c["seed"] for c in calls) == [1] * 6
+    rows = read(tmp_path / "second" / "results.csv")
+    assert [number(r["seconds"]) for r in rows if r["seed"] == "0"] == [10.0] * 6
+    assert [r["mse_test"] for r in rows if r["seed"] == "0"] == [""] * 6  # not in a record
+    new = rep.read_record(record)
+    times = seconds_cells(new)
+    assert sorted({k[2] for k in times}) == [1] and len(times) == 6
+    assert new["run_seconds"] == pytest.approx(60.0 + sum(times.values()), abs=0.1)
+    assert "6 settings (seeds [0])" in new["notes"] and "10.0 s each" in new["notes"]
+    # extended once more, the shares stay shares: still no seconds cells for seed 0
+    gap_run(tmp_path, "third", "0,1,2", record)
+    newer = rep.read_record(record)
+    assert sorted({k[2] for k in seconds_cells(newer)}) == [1, 2]
+    assert "6 settings (seeds [0])" in newer["notes"] and "10.0 s each" in newer["notes"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (
+            ["--seeds", "0,1", "--n-train", "100"],
+            "made with --n-train 120, this run has --n-train 100",
+        ),
+        (["--seeds", "0,1", "--residualizers", "dt"], "--residualizers ['rf'], this run has"),
+        (["--seeds", "1"], "it holds --seeds [0] that this run leaves out"),
+        (["--seeds", "0", "--nu", "0.5"], "it holds --nu [1.0] that this run leaves out"),
+    ],
+)
+def test_gap_study_refuses_a_record_of_other_options_before_any_work(tmp_path, extra, said):
+    record = str(tmp_path / "gap.json")
+    gap_run(tmp_path, "first", "0", record)
+    with open(record) as f:
+        before = f.read()
+    module = load("stability_generalization")
+    calls = counting(module)
+    with pytest.raises(SystemExit) as refused:
+        module.main([*GAP_ARGS, "--output", str(tmp_path / "second"), "--record", record, *extra])
+    message = str(refused.value)
+    assert said in message and record in message and "\n" not in message
+    assert calls == [] and not os.path.exists(tmp_path / "second")
+    with open(record) as f:
+        assert f.read() == before
+
+
+def test_gap_study_refuses_another_scripts_record(tmp_path):
+    record = tmp_path / "other.json"
+    record.write_text((paths.ROOT / "results" / "vsk_toy.json").read_text())
+    module = load("stability_generalization")
+    with pytest.raises(SystemExit, match="is a record of pipelines/vsk_toy.py, not of"):
+        module.main([*GAP_ARGS, "--output", str(tmp_path / "out"), "--record", str(record)])
 
 
 def test_ppa_ensemble_fi_falls_with_more_members(tmp_path):

@@ -4,7 +4,8 @@
 cluster or none), :func:`run_fanout` and :func:`fan_out` run independent tasks in order
 through :func:`ppa_dask.utils.fanout.run_tasks` (which does the submitting, scattering,
 retries and progress), and :func:`run_grid` runs a grid of settings resumably: one part file
-per finished setting under ``<output>/parts``, keyed by :func:`setting_key`;
+per finished setting under ``<output>/parts``, keyed by :func:`setting_key` (or rows finished
+in an earlier run, passed in as ``known``);
 :func:`run_settings` is that grid on the cluster and folder of a stability script's options.
 Independent repetitions get their seed from the base seed and their own keys
 (:func:`ppa_dask.utils.seeds.task_seed`) and come back in task order, so results do not depend
@@ -138,10 +139,13 @@ def setting_key(setting, context=None):
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def run_grid(func, settings, shared, output, client, label, quiet=False, context=None):
+def run_grid(func, settings, shared, output, client, label, quiet=False, context=None, known=None):
     """Rows of ``func(setting, *shared)`` for every setting: earlier parts reused, the rest run
     as tasks and each written to ``<output>/parts/<key>.json`` as it finishes. ``context``
-    holds whatever else determines the results (the arguments behind ``shared``).
+    holds whatever else determines the results (the arguments behind ``shared``). ``known``
+    maps keys (:func:`setting_key`) to rows finished in an earlier run whose parts are gone
+    (read back from its saved record): a setting without a part takes those rows as if read
+    from a part, and they are not written to ``parts/``.
 
     Examples
     --------
@@ -149,6 +153,10 @@ def run_grid(func, settings, shared, output, client, label, quiet=False, context
     >>> rows = run_grid(lambda s: {"x": 2 * s}, [1, 2], (), tempfile.mkdtemp(), None, "grid", True)
     >>> [row["x"] for row in rows]
     [2, 4]
+    >>> known = {setting_key(2): [{"x": -1}]}
+    >>> [r["x"] for r in run_grid(lambda s: {"x": 2 * s}, [1, 2], (), tempfile.mkdtemp(), None,
+    ...                           "grid", True, known=known)]
+    [2, -1]
     """
     parts = os.path.join(output, "parts")
     os.makedirs(parts, exist_ok=True)
@@ -159,6 +167,8 @@ def run_grid(func, settings, shared, output, client, label, quiet=False, context
         if os.path.exists(path):
             with open(path) as f:
                 rows[key] = json.load(f)
+        elif known and key in known:
+            rows[key] = [dict(r, _key=key) for r in known[key]]
         else:
             todo.append(setting)
     if todo and client is not None:
@@ -180,10 +190,10 @@ def run_grid(func, settings, shared, output, client, label, quiet=False, context
     return out
 
 
-def run_settings(args, func, settings, shared, label, context=None):
+def run_settings(args, func, settings, shared, label, context=None, known=None):
     """:func:`run_grid` as the stability scripts run it: on the cluster of their options
     (``args.workers``, ``args.scheduler``), parts under ``args.output``, progress unless
-    ``args.quiet``.
+    ``args.quiet``; ``known`` as :func:`run_grid`'s.
 
     Examples
     --------
@@ -194,7 +204,15 @@ def run_settings(args, func, settings, shared, label, context=None):
     """
     with cluster(workers=args.workers, scheduler=args.scheduler) as client:
         return run_grid(
-            func, settings, shared, args.output, client, label, args.quiet, context=context
+            func,
+            settings,
+            shared,
+            args.output,
+            client,
+            label,
+            args.quiet,
+            context=context,
+            known=known,
         )
 
 
