@@ -691,7 +691,9 @@ def compare_cells(saved, rerun, rtol=None, atol=None):
     Every cell of ``rerun`` must be in ``saved`` (same key values) with every value equal
     within ``rtol`` / ``atol`` (default: the saved record's ``tolerance``, else :data:`RTOL`
     / :data:`ATOL`); ``saved`` may hold more cells (the larger grid). Cells the record's
-    ``tolerance`` calls unstable are not compared, but at least one cell must be.
+    ``tolerance`` calls unstable are not compared, but at least one cell must be. What either
+    record calls ``volatile`` is not compared: a record saved before its script kept a
+    volatile number (a time) lacks those cells, and the rerun says they are volatile.
     """
     tolerance = saved.get("tolerance") or {}
     rtol = tolerance.get("rtol", RTOL) if rtol is None else rtol
@@ -712,7 +714,7 @@ def compare_cells(saved, rerun, rtol=None, atol=None):
     if rerun["keys"] != keys or rerun["cells"]["columns"] != saved["cells"]["columns"]:
         return [f"fields differ: {rerun['cells']['columns']} vs {saved['cells']['columns']}"]
     index = {tuple(c[k] for k in keys): c for c in record_cells(saved)}
-    volatile = saved.get("volatile", ())
+    volatile = {*saved.get("volatile", ()), *rerun.get("volatile", ())}
     skipped = {tuple(v.split("=", 1)) for v in volatile if "=" in v}
     problems, compared = [], 0
     for cell in record_cells(rerun):

@@ -188,6 +188,11 @@ def test_compare_cells_finds_a_changed_number_and_skips_volatile_fields():
     extra = json.loads(json.dumps(saved))
     extra["cells"]["rows"].append(["c", 0, "x", 1.0])
     assert "not in the saved record" in rep.compare_cells(saved, extra)[0]
+    # a cell the rerun calls volatile (a time its script keeps, a record saved before did not)
+    saved["volatile"], extra["volatile"] = [], ["group=c"]
+    assert rep.compare_cells(saved, extra) == []
+    extra["cells"]["rows"][-1][0] = "d"
+    assert "not in the saved record" in rep.compare_cells(saved, extra)[0]
 
 
 def test_a_records_declared_tolerance_is_what_a_rerun_is_held_to():
