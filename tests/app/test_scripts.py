@@ -20,7 +20,7 @@ from ppa_dask.app.scripts.options import (
 )
 from ppa_dask.app.scripts.output import write_grid_report, write_summary
 from ppa_dask.app.scripts.selection import search_grids
-from ppa_dask.app.scripts.tasks import run_settings
+from ppa_dask.app.scripts.tasks import run_settings, setting_key
 
 
 def _parse(*argv):
@@ -80,6 +80,24 @@ def test_run_settings_runs_the_grid_into_the_output_folder_and_resumes(tmp_path)
     assert again == rows[:2] and len(calls) == 3  # read back from parts/, not recomputed
     run_settings(args, _square, settings[:1], (calls,), "squares", context={"n": 6})
     assert len(calls) == 4  # another context is another run
+
+
+def test_run_settings_takes_known_rows_where_no_part_is_and_does_not_write_them(tmp_path):
+    args = argparse.Namespace(workers=0, scheduler=None, output=str(tmp_path), quiet=True)
+    settings = [{"x": 3}, {"x": 1}, {"x": 2}]
+    calls = []
+    run_settings(args, _square, settings[:1], (calls,), "squares", context={"n": 5})
+    # rows finished elsewhere (a saved record), keyed like parts: a part still wins
+    known = {setting_key(s, {"n": 5}): [{"x": s["x"], "y": -1}] for s in settings[:2]}
+    rows = run_settings(args, _square, settings, (calls,), "squares", {"n": 5}, known)
+    assert [(r["x"], r["y"]) for r in rows] == [(3, 9), (1, -1), (2, 4)]
+    assert calls == [3, 2]  # only the setting neither a part nor known
+    assert len(list((tmp_path / "parts").iterdir())) == 2
+    # known rows of another context are not this run's
+    other = str(tmp_path / "other")
+    rows = run_settings(argparse.Namespace(**{**vars(args), "output": other}), _square,
+                        settings[1:2], (calls,), "squares", {"n": 6}, known)  # fmt: skip
+    assert rows[0]["y"] == 1 and calls == [3, 2, 1]
 
 
 def test_the_grid_report_has_the_heading_the_command_and_the_text(tmp_path, capsys):
