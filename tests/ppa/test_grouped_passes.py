@@ -446,3 +446,38 @@ def test_a_group_reads_runs_of_slices_of_one_array_in_one_call_with_the_same_blo
     assert reads == 3 * models[1].n_passes_
     for a, b in zip(*map(arrays, models)):
         assert np.array_equal(a, b)
+
+
+def test_a_zarr_source_is_read_from_its_handle_with_the_same_blocks_and_model(tmp_path):
+    # from_zarr's graph is the array's handle and one layer of getter: each group carries the
+    # handle and its row ranges, not a task per block; the chunk files are read directly
+    import zarr
+
+    values = np.array(X[:1000])
+    values[111:222] = 0.0  # three whole chunks of the fill value: zarr does not write them
+    path = str(tmp_path / "x.zarr")
+    store = zarr.create_array(store=path, shape=values.shape, chunks=(37, 5), dtype="f8")
+    store[:] = values
+    data = da.from_zarr(path)  # 28 blocks, the last one ragged
+    blocks = [data.blocks[i].compute() for i in range(data.numblocks[0])]
+    interleaved = [list(range(0, 28, 2)), list(range(1, 28, 2))]  # as groups by worker are
+    for plan in [drivers.block_groups(28, n) for n in (1, 3, 28)] + [interleaved]:
+        readers = drivers.SourceReader.for_groups(data, plan)
+        assert all(type(r) is drivers.ArraySliceReader for r in readers)
+        for reader, group in zip(readers, plan):
+            for batch in (0, 4 * 37 * 5 * 8, drivers.GROUP_BATCH_BYTES):
+                read = list(reader.blocks([], batch_bytes=batch))
+                assert len(read) == len(group)
+                for i, block in zip(group, read):
+                    assert block.dtype == blocks[i].dtype and np.array_equal(block, blocks[i])
+    # an array computed from the store, or held in memory, takes the general path
+    for other in (data + 0, da.from_array(values, chunks=(37, -1))):
+        readers = drivers.SourceReader.for_groups(other, plan)
+        assert readers is not None and all(type(r) is drivers.SourceReader for r in readers)
+    models = []
+    for groups in (None, "auto", 3):
+        with dask.config.set({drivers.PASS_GROUPS_CONFIG: groups}):
+            models.append(PPA(**PARAMS, residual_cache="recompute").fit(da.from_zarr(path)))
+    for grouped in models[1:]:
+        for a, b in zip(arrays(grouped), arrays(models[0])):
+            assert np.array_equal(a, b)
