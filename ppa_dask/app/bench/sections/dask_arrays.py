@@ -81,7 +81,8 @@ def section_passes(s, say, tmp):
     ``pass_rows`` x the fewest chunks rows, a few thousand, whose arithmetic is a fraction of a
     millisecond, from Zarr) stored in each of ``pass_chunks`` chunks, and a fit of the same
     ``chunks_fit_n`` rows stored in that many chunks, each with grouped passes (the default)
-    and with one task per block (``ppa-dask.pass-groups`` None), alternating."""
+    and with one task per block (``ppa-dask.pass-groups`` None): the grouped fits of every
+    chunking alternating, then the one-task-per-block ones."""
     import dask
     import dask.array as da
 
@@ -90,32 +91,47 @@ def section_passes(s, say, tmp):
             return PPA(degree=DEGREE, random_state=0).fit(da.from_zarr(path))
 
     def measure(kind, rows_of):
-        points = []
+        paths, rows = {}, {}
         for chunks in s["pass_chunks"]:
             n, chunk_rows = rows_of(chunks)
-            path = os.path.join(tmp, f"{kind}-{chunks}.zarr")
-            write_zarr(path, n, n_features=N_FEATURES, chunk_rows=chunk_rows, random_state=0)
-            fit(path, "auto")  # warm-up
-            slow = chunks == max(s["pass_chunks"])
-            times, fitted = interleaved(
-                {
-                    "grouped": functools.partial(fit, path, "auto"),
-                    "ungrouped": functools.partial(fit, path, None),
-                },
-                s["pass_repeats"],
-                counts={"ungrouped": s["pass_slow_repeats"]} if slow else None,
+            paths[chunks] = os.path.join(tmp, f"{kind}-{chunks}.zarr")
+            write_zarr(
+                paths[chunks], n, n_features=N_FEATURES, chunk_rows=chunk_rows, random_state=0
             )
-            passes = passes_of(fitted["grouped"])
+            rows[chunks] = (n, chunk_rows)
+            fit(paths[chunks], "auto")  # warm-up
+        # the grouped fits of every chunking alternate with one another, so the row's ratio
+        # compares fits run side by side; the one-task-per-block fits (minutes at 4,096
+        # chunks, and a scheduler left holding their state) come after, alternating too
+        fits = {
+            (mode, c): functools.partial(fit, paths[c], setting)
+            for mode, setting in (("grouped", "auto"), ("ungrouped", None))
+            for c in s["pass_chunks"]
+        }
+        times, fitted = {}, {}
+        slowest = ("ungrouped", max(s["pass_chunks"]))
+        for mode in ("grouped", "ungrouped"):
+            t, f = interleaved(
+                {k: fn for k, fn in fits.items() if k[0] == mode},
+                s["pass_repeats"],
+                counts={slowest: s["pass_slow_repeats"]},
+            )
+            times.update(t)
+            fitted.update(f)
+        points = []
+        for chunks in s["pass_chunks"]:
+            n, chunk_rows = rows[chunks]
+            grouped, ungrouped = ("grouped", chunks), ("ungrouped", chunks)
             point = dict(
                 chunks=chunks,
                 rows=n,
-                passes=passes,
-                grouped_s=median(times["grouped"]),
-                ungrouped_s=median(times["ungrouped"]),
-                times=times,
+                passes=passes_of(fitted[grouped]),
+                grouped_s=median(times[grouped]),
+                ungrouped_s=median(times[ungrouped]),
+                times={"grouped": times[grouped], "ungrouped": times[ungrouped]},
             )
-            point["grouped_pass_s"] = point["grouped_s"] / passes
-            point["ungrouped_pass_s"] = point["ungrouped_s"] / passes_of(fitted["ungrouped"])
+            point["grouped_pass_s"] = point["grouped_s"] / point["passes"]
+            point["ungrouped_pass_s"] = point["ungrouped_s"] / passes_of(fitted[ungrouped])
             say(
                 f"{kind}: {chunks} chunks of {chunk_rows} rows: {point['grouped_s']:.2f} s "
                 f"grouped ({1000 * point['grouped_pass_s']:.0f} ms per pass), "
