@@ -334,7 +334,7 @@ def read_back(record, settings, context):
     share = max(0.0, record["run_seconds"] - timed) / max(1, untimed)
     known = {}
     for s in settings:
-        label = setting_label(s["params"])
+        label = setting_label(s["params"], s["estimator"])
         v = values.get((s["dataset"], s["nu"], s["estimator"], label, s["seed"]), {})
         if not all(m in v for m in SETTING_MEASURES):
             continue
@@ -404,9 +404,15 @@ def data_key(name, nu, seed):
     return f"{name}|{nu}|{seed}"
 
 
-def setting_label(params):
-    """A setting's hyperparameters as one string, e.g. ``max_depth=3,max_features=0.5``."""
-    return ",".join(f"{k}={v}" for k, v in sorted(params.items()) if k != "n_estimators")
+def setting_label(params, estimator):
+    """A setting's hyperparameters as one string, e.g. ``max_depth=3,max_features=0.5``: every
+    one its grid varies. ``n_estimators`` is left out where it is not a setting's own (a forest's
+    is the run's ``--n-trees``, gradient boosting's one value of its grid) and kept for AdaBoost,
+    whose grid varies it."""
+    keep_size = estimator == "ada"
+    return ",".join(
+        f"{k}={v}" for k, v in sorted(params.items()) if keep_size or k != "n_estimators"
+    )
 
 
 def split_data(name, n_train, n_test, seed, nu=1.0):
@@ -516,7 +522,7 @@ def run_setting(setting, data):
         nu=setting["nu"],
         estimator=setting["estimator"],
         seed=seed,
-        setting=setting_label(setting["params"]),
+        setting=setting_label(setting["params"], setting["estimator"]),
         **{f"param_{k}": v for k, v in setting["params"].items()},
         mse_train=mse_train,
         mse_test=mse_test,

@@ -334,6 +334,20 @@ def test_gap_study_refuses_another_scripts_record(tmp_path):
         module.main([*GAP_ARGS, "--output", str(tmp_path / "out"), "--record", str(record)])
 
 
+def test_every_setting_of_a_grid_has_a_label_of_its_own():
+    # a record's cells and the resume from a record find a setting by its label: AdaBoost's
+    # grid varies n_estimators, which the labels once left out (three settings, one label)
+    gap = load("stability_generalization")
+    for estimator in ("rf", "dt", "ada", "gbrt"):
+        for small in (False, True):
+            settings = gap.grid(estimator, small, n_trees=256, max_depth=7)
+            labels = [gap.setting_label(p, estimator) for p in settings]
+            assert len(set(labels)) == len(settings), (estimator, small)
+    # and a forest's size stays out of its label: it is the run's --n-trees
+    forest = gap.grid("rf", False, n_trees=256, max_depth=7)[0]
+    assert "n_estimators" not in gap.setting_label(forest, "rf")
+
+
 def test_ppa_ensemble_fi_falls_with_more_members(tmp_path):
     out = str(tmp_path / "ppa")
     load("stability_ppa").main(
