@@ -37,6 +37,7 @@ import paper_multi_information as mi  # noqa: E402
 import paper_principal_surfaces as surfaces  # noqa: E402
 import paper_segmentation_subsets as segments  # noqa: E402
 
+from ppa_dask.app import reproductions as rep  # noqa: E402
 from ppa_dask.app.experiments import (  # noqa: E402
     DATASET_LABELS,
     fit_method,
@@ -203,6 +204,21 @@ def test_reduction_without_nlpca_keeps_the_three_methods(tmp_path):
     assert "nlpca_train" not in read_csv(tmp_path / "relative_mse.csv")[0]
     assert "NLPCA" not in (tmp_path / "table2_fit_times.md").read_text().split("paper")[0]
     assert not (tmp_path / "nlpca_vs_ppa.csv").exists()
+
+
+def test_a_record_of_some_data_sets_is_rerun_on_one_of_them(tmp_path):
+    # a record of a subset of the data sets (results/ppa_fig8_nlpca_large.json: MagicGamma and
+    # Sat) names a reduced grid whose cells are among its own: one split of its smallest set
+    saved_path, rerun_path = tmp_path / "saved.json", tmp_path / "rerun.json"
+    argv = ["--quick", "--workers", "0", "--datasets", "page_blocks,segmentation"]
+    dr.main([*argv, "--output", str(tmp_path / "a"), "--record", str(saved_path)])
+    saved = rep.read_record(saved_path)
+    assert saved["reduced"] == ["--repeats", "1", "--datasets", "segmentation"]
+    dr.main([*argv, *saved["reduced"], "--output", str(tmp_path / "b"), "--record",
+             str(rerun_path)])  # fmt: skip
+    rerun = rep.read_record(rerun_path)
+    assert 0 < len(rerun["cells"]["rows"]) < len(saved["cells"]["rows"])
+    assert rep.compare_cells(saved, rerun) == []
 
 
 @pytest.mark.parametrize(
