@@ -248,7 +248,12 @@ def test_only_records_of_rounding_sensitive_experiments_declare_a_tolerance():
     # explained by a measurement
     declared = {p.stem: rep.read_record(p).get("tolerance") for p in RECORDS}
     loose = {name for name, tolerance in declared.items() if tolerance is not None}
-    assert loose == {"ppa_fig8_nlpca", "ppa_segmentation_subsets", "vsk_covid_icu"}
+    assert loose == {
+        "ppa_fig8_nlpca",
+        "ppa_fig8_nlpca_large",
+        "ppa_segmentation_subsets",
+        "vsk_covid_icu",
+    }
     assert all("CPU" in declared[name]["why"] for name in loose)
 
 
