@@ -57,8 +57,9 @@ def test_record_command_exists_and_parses(path):
     assert record["run_seconds"] > 0
     assert {"python", "numpy", "scikit-learn", "ppa-dask"} <= set(record["versions"])
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["date"])
-    # small files: KBs, at most a few hundred
-    assert path.stat().st_size < 1_000_000
+    # small files: at most a few MB (the gap studies, a cell per setting and measure, are the
+    # largest: 1.1 MB for 2,268 settings)
+    assert path.stat().st_size < 3_000_000
 
 
 @pytest.mark.parametrize("path", RECORDS, ids=_ids)
