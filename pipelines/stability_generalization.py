@@ -737,37 +737,9 @@ MEASURE_LABELS = dict(
 ESTIMATOR_LABELS = dict(rf="RF", dt="DT", ada="AdaBoost", gbrt="GBRT")
 
 
-def make_gap_record(args, argv, rows, summary):
-    """The reproduction record of a run: every setting's gap, FI and II, and every group's
-    summary numbers (one cell per data set, nu, estimator, residualizer, measure and seed).
-
-    The test suite's smaller rerun (``--first-settings 2`` of the first seed and nu) gives the
-    first two settings' cells of the saved grid, and the saved summaries are recomputed from
-    the saved settings' cells. A setting's own seconds are a cell too (measure ``seconds``,
-    volatile: a rerun does not reproduce them), except for settings read back without them
-    (:func:`read_back`).
-    """
-    base = ["dataset", "nu", "estimator", "setting", "residualizer", "measure", "seed"]
-    cells = [
-        dict(dataset=r["dataset"], nu=r["nu"], estimator=r["estimator"], setting=r["setting"],
-             residualizer="none", measure=m, seed=r["seed"], value=r[m])
-        for r in rows
-        for m in [*SETTING_MEASURES, *([] if r.get("_seconds_shared") else ["seconds"])]
-    ]  # fmt: skip
-    seen = set()
-    for g in summary:
-        group = dict(dataset=g["dataset"], nu=g["nu"], estimator=g["estimator"], setting="all")
-        key = (g["dataset"], g["nu"], g["estimator"], g["seed"])
-        if key not in seen:
-            seen.add(key)
-            cells += [
-                dict(group, residualizer="none", measure=m, seed=g["seed"], value=g[m])
-                for m in PLAIN_MEASURES
-            ]
-        cells += [
-            dict(group, residualizer=g["residualizer"], measure=m, seed=g["seed"], value=g[m])
-            for m in PMI_MEASURES
-        ]
+def marsadd_tables():
+    """The table specs of MARSadd: S.1.5 and its controls, the sweep tables S.2, S.3, S.6, S.7
+    and the bootstrap's positive rates (rows by nu, and residualizer)."""
     groups = dict(dataset="marsadd", setting="all")
     paper_s15 = {str(nu): values for nu, values in PAPER_S15.items()}
 
@@ -781,7 +753,7 @@ def make_gap_record(args, argv, rows, summary):
         }
 
     shared = dict(over="seed", digits=3, range=True, labels=ESTIMATOR_LABELS, column="estimator")
-    tables = [
+    return [
         dict(name="s15", title="Section S.1.5: random forests on MARSadd (RF residualizer), "
              "over the full grid of each seed", value="value", rows=["nu"], column="measure",
              over="seed", where=dict(groups, estimator="rf", residualizer=["none", "rf"],
@@ -813,6 +785,100 @@ def make_gap_record(args, argv, rows, summary):
              "with dR2 > 0 (the paper: 1.0 in every group)", value="value", rows=["nu"],
              where=dict(groups, residualizer="none", measure="boot_dR2_positive_rate")),
     ]  # fmt: skip
+
+
+#: The real data sets' row labels: house_8l stands beside the paper's house_prices.
+REAL_ROW_LABELS = {"house_8l": "house_8l (paper: house_prices)"}
+
+
+def real_data_tables(names):
+    """The table specs of the regression data sets ``names`` (none: no tables): Tables S.4
+    (PMI(FI; gap | II)), S.5 (dR2, mean of the subsamples), S.8 and S.9 (their excess over the
+    noise controls) and the bootstrap's positive rates, a row per data set, a column per base
+    estimator; the paper's numbers are its random-forest-residualizer ones.
+
+    Examples
+    --------
+    >>> [t["name"] for t in real_data_tables(["diabetes"])], real_data_tables([])
+    (['s4', 's5', 's8', 's9', 'real_rates'], [])
+    """
+    if not names:
+        return []
+    groups = dict(dataset=list(names), setting="all")
+
+    def paper(kind):
+        return {
+            name: {e: PAPER[(name, e)][kind] for e in ESTIMATORS if (name, e) in PAPER}
+            for name in names
+        }
+
+    shared = dict(
+        over="seed",
+        digits=3,
+        range=True,
+        labels=ESTIMATOR_LABELS,
+        column="estimator",
+        rows=["dataset"],
+        value="value",
+        row_labels=REAL_ROW_LABELS,
+        row_headers=["data set"],
+    )
+    return [
+        dict(shared, name="s4", title="Table S.4: PMI(FI; gap | II) on the regression data "
+             "sets, random-forest residualizer (full grid per seed)",
+             where=dict(groups, residualizer="rf", measure="PMI_FI_given_II"),
+             paper=paper("PMI")),
+        dict(shared, name="s5", title="Table S.5: dR2 = R2(gap ~ FI + II) - R2(gap ~ II) on the "
+             "regression data sets, mean of 100 subsamples of a third of the grid per seed",
+             where=dict(groups, residualizer="none", measure="boot_dR2"), paper=paper("dR2")),
+        dict(shared, name="s8", title="Table S.8: PMI(FI; gap | II) minus the mean of its "
+             "Gaussian and permuted controls, regression data sets, RF residualizer",
+             where=dict(groups, residualizer="rf", measure="PMI_minus_noise"),
+             paper=paper("PMI_noise")),
+        dict(shared, name="s9", title="Table S.9: dR2 minus the mean of its Gaussian and "
+             "permuted controls, regression data sets (full grid)",
+             where=dict(groups, residualizer="none", measure="dR2_minus_noise"),
+             paper=paper("dR2_noise")),
+        dict(shared, name="real_rates", title="Share of the 100 subsamples of a third of the "
+             "grid with dR2 > 0, regression data sets (the paper: 1.0 in every group)",
+             where=dict(groups, residualizer="none", measure="boot_dR2_positive_rate")),
+    ]  # fmt: skip
+
+
+def make_gap_record(args, argv, rows, summary):
+    """The reproduction record of a run: every setting's gap, FI and II, and every group's
+    summary numbers (one cell per data set, nu, estimator, residualizer, measure and seed).
+
+    The test suite's smaller rerun (``--first-settings 2`` of the first seed and nu) gives the
+    first two settings' cells of the saved grid, and the saved summaries are recomputed from
+    the saved settings' cells. A setting's own seconds are a cell too (measure ``seconds``,
+    volatile: a rerun does not reproduce them), except for settings read back without them
+    (:func:`read_back`).
+    """
+    base = ["dataset", "nu", "estimator", "setting", "residualizer", "measure", "seed"]
+    cells = [
+        dict(dataset=r["dataset"], nu=r["nu"], estimator=r["estimator"], setting=r["setting"],
+             residualizer="none", measure=m, seed=r["seed"], value=r[m])
+        for r in rows
+        for m in [*SETTING_MEASURES, *([] if r.get("_seconds_shared") else ["seconds"])]
+    ]  # fmt: skip
+    seen = set()
+    for g in summary:
+        group = dict(dataset=g["dataset"], nu=g["nu"], estimator=g["estimator"], setting="all")
+        key = (g["dataset"], g["nu"], g["estimator"], g["seed"])
+        if key not in seen:
+            seen.add(key)
+            cells += [
+                dict(group, residualizer="none", measure=m, seed=g["seed"], value=g[m])
+                for m in PLAIN_MEASURES
+            ]
+        cells += [
+            dict(group, residualizer=g["residualizer"], measure=m, seed=g["seed"], value=g[m])
+            for m in PMI_MEASURES
+        ]
+    names = list(dict.fromkeys(r["dataset"] for r in rows))
+    real = [name for name in names if name != "marsadd"]
+    tables = (marsadd_tables() if "marsadd" in names else []) + real_data_tables(real)
     # the S.1.5 bars need random forests on MARSadd at one of the paper's two nu
     has_s15 = any(
         (c["estimator"], c["setting"], c["nu"]) in {("rf", "all", nu) for nu in PAPER_S15}
@@ -822,24 +888,35 @@ def make_gap_record(args, argv, rows, summary):
         dict(name="s15", kind="bars", table="s15", title="S.1.5 by nu, random forests: ours, "
              "paper (ticks)", ylabel="R2 / nats"),
     ][: int(has_s15)]  # fmt: skip
+    if real:
+        figures += [
+            dict(name="s5", kind="bars", table="s5", title="Table S.5 by data set: dR2, ours "
+                 "and the paper's (ticks)", ylabel="dR2"),
+            dict(name="s4", kind="bars", table="s4", title="Table S.4 by data set: "
+                 "PMI(FI; gap | II), RF residualizer, ours and the paper's (ticks)",
+                 ylabel="nats"),
+        ]  # fmt: skip
+    studied = [*(["MARSadd"] if "marsadd" in names else []), *real]
+    papers = [
+        *(["Sec. S.1.5-S.1.6, Tables S.2, S.3, S.6, S.7"] if "marsadd" in names else []),
+        *(["Tables S.4, S.5, S.8, S.9"] if real else []),
+    ]
+    reduced = ["--seeds", str(args.seeds[0]), "--nu", str(args.nu[0]), "--first-settings", "2"]
+    if real:
+        # the first two settings of every data set, of the decision trees alone: a forest of
+        # 256 trees takes seconds a setting, and every estimator takes the same path
+        reduced += ["--estimators", "dt"]
     return make_record(
         args.record_name,
-        "Do FI and II explain the generalisation gap? Tree ensembles on MARSadd",
-        "Sun et al. 2026, Sec. S.1.5-S.1.6, Tables S.2, S.3, S.6, S.7",
+        "Do FI and II explain the generalisation gap? Tree ensembles on " + ", ".join(studied),
+        "Sun et al. 2026, " + "; ".join(papers),
         recorded_command(__file__, argv),
         seeds=args.seeds,
         keys=base,
         cells=cells,
         tables=tables,
         figures=figures,
-        reduced=[
-            "--seeds",
-            str(args.seeds[0]),
-            "--nu",
-            str(args.nu[0]),
-            "--first-settings",
-            "2",
-        ],  # fmt: skip
+        reduced=reduced,
         volatile=["measure=seconds"],
         run_seconds=sum(r["seconds"] for r in rows),
         notes=gap_record_notes(rows),

@@ -162,7 +162,7 @@ def test_a_saved_gap_records_summaries_are_those_of_its_saved_settings(path):
     residualizers = sorted({c["residualizer"] for c in cells} - {"none"})
     settings, saved = {}, {}
     for c in cells:
-        group = (c["nu"], c["estimator"], c["seed"])
+        group = (c["dataset"], c["nu"], c["estimator"], c["seed"])
         if c["setting"] != "all":
             settings.setdefault(group, {}).setdefault(c["setting"], {})[c["measure"]] = c["value"]
         else:
@@ -170,7 +170,7 @@ def test_a_saved_gap_records_summaries_are_those_of_its_saved_settings(path):
     groups = sorted(settings, key=str)
     for group in [groups[0], groups[-1]]:  # two groups: a few seconds each
         rows = list(settings[group].values())
-        for row in gap.dependence(rows, group[2], residualizers):
+        for row in gap.dependence(rows, group[3], residualizers):
             for m in gap.PMI_MEASURES:
                 assert row[m] == pytest.approx(saved[(*group, row["residualizer"], m)],
                                                rel=1e-8, abs=1e-10), m  # fmt: skip
