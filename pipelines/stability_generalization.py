@@ -94,35 +94,49 @@ RESIDUALIZER_PARAMS = dict(
 #: Grid subsamples of the bootstrap summaries (the paper's 100 replicates of a third of a grid).
 N_BOOTSTRAP = 100
 
-#: The paper's values with the RF residualizer (its first column group), per data set and
-#: estimator: ``dR2`` (Tables S.3, S.5), ``PMI`` (S.2, S.4) and their excess over the noise
-#: controls, ``dR2_noise`` (S.7, S.9) and ``PMI_noise`` (S.6, S.8). MARSadd is the ``nu = 1``
-#: row (the concentrated MARSadd signal alone); "house_8l" stands beside the paper's
-#: house_prices, a different data set.
-PAPER = {
-    ("marsadd", "rf"): dict(dR2=0.016, PMI=0.250, dR2_noise=0.013, PMI_noise=0.042),
-    ("marsadd", "dt"): dict(dR2=0.095, PMI=0.303, dR2_noise=0.083, PMI_noise=0.039),
-    ("marsadd", "ada"): dict(dR2=0.316, PMI=0.458, dR2_noise=0.316, PMI_noise=0.221),
-    ("marsadd", "gbrt"): dict(dR2=0.454, PMI=0.414, dR2_noise=0.463, PMI_noise=0.162),
-    ("diabetes", "rf"): dict(dR2=0.100, PMI=0.358, dR2_noise=0.092, PMI_noise=0.140),
-    ("diabetes", "dt"): dict(dR2=0.217, PMI=0.368, dR2_noise=0.201, PMI_noise=0.115),
-    ("diabetes", "ada"): dict(dR2=0.469, PMI=0.549, dR2_noise=0.430, PMI_noise=0.294),
-    ("diabetes", "gbrt"): dict(dR2=0.314, PMI=0.437, dR2_noise=0.327, PMI_noise=0.200),
-    ("abalone", "rf"): dict(dR2=0.017, PMI=0.219, dR2_noise=0.011, PMI_noise=0.007),
-    ("abalone", "dt"): dict(dR2=0.212, PMI=0.334, dR2_noise=0.184, PMI_noise=0.068),
-    ("abalone", "ada"): dict(dR2=0.295, PMI=0.384, dR2_noise=0.312, PMI_noise=0.153),
-    ("abalone", "gbrt"): dict(dR2=0.114, PMI=0.292, dR2_noise=0.103, PMI_noise=0.051),
-    ("cpu_act", "rf"): dict(dR2=0.087, PMI=0.264, dR2_noise=0.083, PMI_noise=0.052),
-    ("cpu_act", "dt"): dict(dR2=0.202, PMI=0.387, dR2_noise=0.173, PMI_noise=0.114),
-    ("cpu_act", "ada"): dict(dR2=0.028, PMI=0.278, dR2_noise=0.018, PMI_noise=0.032),
-    ("cpu_act", "gbrt"): dict(dR2=0.027, PMI=0.283, dR2_noise=0.020, PMI_noise=0.040),
-    ("house_8l", "rf"): dict(dR2=0.016, PMI=0.216, dR2_noise=0.010, PMI_noise=0.005),
-    ("house_8l", "dt"): dict(dR2=0.047, PMI=0.310, dR2_noise=0.035, PMI_noise=0.045),
-    ("house_8l", "ada"): dict(dR2=0.238, PMI=0.404, dR2_noise=0.238, PMI_noise=0.150),
-    ("house_8l", "gbrt"): dict(dR2=0.048, PMI=0.365, dR2_noise=0.046, PMI_noise=0.120),
-}
-#: Section S.1.5, random forests on MARSadd at nu = 1: R^2 and information of the full grid.
-PAPER_RF_MARSADD = dict(R2_II=0.143, R2_FI=0.120, R2_FI_II=0.345, PMI=0.469, MI_FI_II=0.558)
+#: Tables S.4 (``PMI``, PMI(FI; gap | II)), S.5 (``dR2``), S.8 (``PMI_noise``) and S.9
+#: (``dR2_noise``, their excess over the mean of the Gaussian and permuted controls) of the real
+#: data: per data set, for each residualizer (rf, dt, ada, gbrt) the four base estimators (rf,
+#: dt, ada, gbrt) in that order; S.5 the four estimators (the same for every residualizer).
+#: "house_8l" stands beside the paper's house_prices, a different data set.
+PAPER_REAL = {
+    "PMI": {
+        "abalone": [.219, .334, .384, .292, .232, .387, .452, .573,
+                    .227, .316, .402, .283, .216, .390, .363, .276],
+        "cpu_act": [.264, .387, .278, .283, .330, .438, .296, .361,
+                    .279, .372, .281, .266, .252, .471, .293, .269],
+        "diabetes": [.358, .368, .549, .437, .412, .444, .597, .538,
+                     .364, .332, .524, .404, .339, .328, .505, .398],
+        "house_8l": [.216, .310, .404, .365, .222, .313, .399, .436,
+                     .219, .288, .373, .355, .213, .294, .368, .347],
+    },
+    "dR2": {
+        "abalone": [.017, .212, .295, .114],
+        "cpu_act": [.087, .202, .028, .027],
+        "diabetes": [.100, .217, .469, .314],
+        "house_8l": [.016, .047, .238, .048],
+    },
+    "PMI_noise": {
+        "abalone": [.007, .068, .153, .051, .022, .096, .224, .325,
+                    .020, .047, .167, .043, .000, .025, .116, .033],
+        "cpu_act": [.052, .114, .032, .040, .119, .149, .045, .119,
+                    .067, .093, .027, .021, .039, .039, .042, .017],
+        "diabetes": [.140, .115, .294, .200, .192, .172, .337, .302,
+                     .151, .062, .272, .149, .118, .063, .243, .152],
+        "house_8l": [.005, .045, .150, .120, .004, .043, .143, .194,
+                     .009, .030, .131, .108, .001, .007, .122, .104],
+    },
+    "dR2_noise": {
+        "abalone": [.011, .184, .312, .103, .013, .186, .312, .103,
+                    .012, .184, .311, .103, .013, .183, .311, .103],
+        "cpu_act": [.083, .173, .018, .020, .084, .171, .017, .021,
+                    .082, .175, .019, .021, .082, .172, .017, .021],
+        "diabetes": [.092, .201, .430, .327, .092, .200, .430, .328,
+                     .092, .201, .431, .327, .091, .199, .431, .327],
+        "house_8l": [.010, .035, .238, .046, .011, .035, .236, .046,
+                     .010, .033, .238, .047, .009, .036, .239, .046],
+    },
+}  # fmt: skip
 #: Section S.1.5 at nu = 1 and nu = 0 (random forests on MARSadd), by our measure names:
 #: MI_joint is I((FI, II); gap), MI_FI_II is I(FI; II).
 PAPER_S15 = {
@@ -170,25 +184,30 @@ PAPER_SWEEP = {
 def paper_values(dataset, nu, estimator, residualizer):
     """The paper's ``dR2``, ``PMI``, ``dR2_noise`` and ``PMI_noise`` (their excess over the
     noise controls) for one group, or an empty dict: Tables S.2, S.3, S.6, S.7 for MARSadd at
-    the paper's nu, S.4, S.5, S.8, S.9 (random-forest residualizer only) for the real data.
+    the paper's nu, S.4, S.5, S.8, S.9 for the real data.
 
     Examples
     --------
     >>> paper_values("marsadd", 0.0, "dt", "dt")["PMI"], paper_values("marsadd", 0.5, "rf", "rf")
     (0.841, {})
+    >>> paper_values("abalone", None, "gbrt", "dt")
+    {'dR2': 0.114, 'PMI': 0.573, 'dR2_noise': 0.103, 'PMI_noise': 0.325}
     """
+    e, r = ESTIMATORS.index(estimator), RESIDUALIZERS.index(residualizer)
     if dataset != "marsadd":
-        return dict(PAPER.get((dataset, estimator), {})) if residualizer == "rf" else {}
-    matches = [i for i, v in enumerate(PAPER_NU) if nu is not None and abs(v - nu) < 1e-9]
-    if not matches:
-        return {}
-    i, e = matches[0], ESTIMATORS.index(estimator)
-    r = RESIDUALIZERS.index(residualizer)
+        if dataset not in PAPER_REAL["dR2"]:
+            return {}
+        tables = {k: v[dataset] for k, v in PAPER_REAL.items()}
+    else:
+        matches = [i for i, v in enumerate(PAPER_NU) if nu is not None and abs(v - nu) < 1e-9]
+        if not matches:
+            return {}
+        tables = {k: v[matches[0]] for k, v in PAPER_SWEEP.items()}
     return dict(
-        dR2=PAPER_SWEEP["dR2"][i][e],
-        PMI=PAPER_SWEEP["PMI"][i][4 * r + e],
-        dR2_noise=PAPER_SWEEP["dR2_noise"][i][4 * r + e],
-        PMI_noise=PAPER_SWEEP["PMI_noise"][i][4 * r + e],
+        dR2=tables["dR2"][e],
+        PMI=tables["PMI"][4 * r + e],
+        dR2_noise=tables["dR2_noise"][4 * r + e],
+        PMI_noise=tables["PMI_noise"][4 * r + e],
     )
 
 
@@ -743,14 +762,10 @@ def marsadd_tables():
     groups = dict(dataset="marsadd", setting="all")
     paper_s15 = {str(nu): values for nu, values in PAPER_S15.items()}
 
+    groups_nu = [(str(nu), "marsadd", nu) for nu in PAPER_NU]
+
     def sweep(kind, residualizers):
-        return {
-            " / ".join([*([r] if len(residualizers) > 1 else []), str(nu)]): {
-                e: paper_values("marsadd", nu, e, r)[kind] for e in ESTIMATORS
-            }
-            for r in residualizers
-            for nu in PAPER_NU
-        }
+        return paper_columns(kind, groups_nu, residualizers)
 
     shared = dict(over="seed", digits=3, range=True, labels=ESTIMATOR_LABELS, column="estimator")
     return [
@@ -787,15 +802,30 @@ def marsadd_tables():
     ]  # fmt: skip
 
 
-#: The real data sets' row labels: house_8l stands beside the paper's house_prices.
-REAL_ROW_LABELS = {"house_8l": "house_8l (paper: house_prices)"}
+def paper_columns(kind, groups, residualizers):
+    """The paper's ``kind`` numbers (a key of :func:`paper_values`) as a table spec's
+    ``paper``: for each residualizer (named in the row label when there are several) and each
+    ``(label, dataset, nu)`` of ``groups``, the numbers of the four base estimators.
+
+    Examples
+    --------
+    >>> paper_columns("dR2", [("diabetes", "diabetes", None)], ["rf"])
+    {'diabetes': {'rf': 0.1, 'dt': 0.217, 'ada': 0.469, 'gbrt': 0.314}}
+    """
+    return {
+        " / ".join([*([r] if len(residualizers) > 1 else []), label]): {
+            e: paper_values(dataset, nu, e, r)[kind] for e in ESTIMATORS
+        }
+        for r in residualizers
+        for label, dataset, nu in groups
+    }
 
 
 def real_data_tables(names):
     """The table specs of the regression data sets ``names`` (none: no tables): Tables S.4
-    (PMI(FI; gap | II)), S.5 (dR2, mean of the subsamples), S.8 and S.9 (their excess over the
-    noise controls) and the bootstrap's positive rates, a row per data set, a column per base
-    estimator; the paper's numbers are its random-forest-residualizer ones.
+    (PMI(FI; gap | II)) and S.8 (its excess over the noise controls) by residualizer and data
+    set, S.5 (dR2, the mean of the subsamples) and S.9 (its excess) by data set, and the
+    bootstrap's positive rates; a column per base estimator.
 
     Examples
     --------
@@ -804,44 +834,46 @@ def real_data_tables(names):
     """
     if not names:
         return []
-    groups = dict(dataset=list(names), setting="all")
-
-    def paper(kind):
-        return {
-            name: {e: PAPER[(name, e)][kind] for e in ESTIMATORS if (name, e) in PAPER}
-            for name in names
-        }
-
+    where = dict(dataset=list(names), setting="all")
+    groups = [(name, name, None) for name in names if name in PAPER_REAL["dR2"]]
+    # house_8l stands beside the paper's house_prices, a different data set
+    relabel = {
+        prefix + "house_8l": prefix + "house_8l (paper: house_prices)"
+        for prefix in ["", *(f"{r} / " for r in RESIDUALIZERS)]
+    }
     shared = dict(
         over="seed",
         digits=3,
         range=True,
         labels=ESTIMATOR_LABELS,
         column="estimator",
-        rows=["dataset"],
         value="value",
-        row_labels=REAL_ROW_LABELS,
-        row_headers=["data set"],
+        row_labels=relabel,
     )
+    by_residualizer = dict(
+        shared, rows=["residualizer", "dataset"], row_headers=["residualizer", "data set"]
+    )
+    by_dataset = dict(shared, rows=["dataset"], row_headers=["data set"])
     return [
-        dict(shared, name="s4", title="Table S.4: PMI(FI; gap | II) on the regression data "
-             "sets, random-forest residualizer (full grid per seed)",
-             where=dict(groups, residualizer="rf", measure="PMI_FI_given_II"),
-             paper=paper("PMI")),
-        dict(shared, name="s5", title="Table S.5: dR2 = R2(gap ~ FI + II) - R2(gap ~ II) on the "
-             "regression data sets, mean of 100 subsamples of a third of the grid per seed",
-             where=dict(groups, residualizer="none", measure="boot_dR2"), paper=paper("dR2")),
-        dict(shared, name="s8", title="Table S.8: PMI(FI; gap | II) minus the mean of its "
-             "Gaussian and permuted controls, regression data sets, RF residualizer",
-             where=dict(groups, residualizer="rf", measure="PMI_minus_noise"),
-             paper=paper("PMI_noise")),
-        dict(shared, name="s9", title="Table S.9: dR2 minus the mean of its Gaussian and "
-             "permuted controls, regression data sets (full grid)",
-             where=dict(groups, residualizer="none", measure="dR2_minus_noise"),
-             paper=paper("dR2_noise")),
-        dict(shared, name="real_rates", title="Share of the 100 subsamples of a third of the "
-             "grid with dR2 > 0, regression data sets (the paper: 1.0 in every group)",
-             where=dict(groups, residualizer="none", measure="boot_dR2_positive_rate")),
+        dict(by_residualizer, name="s4", title="Table S.4: PMI(FI; gap | II) on the regression "
+             "data sets by residualizer and base estimator (full grid per seed)",
+             where=dict(where, measure="PMI_FI_given_II"),
+             paper=paper_columns("PMI", groups, RESIDUALIZERS)),
+        dict(by_dataset, name="s5", title="Table S.5: dR2 = R2(gap ~ FI + II) - R2(gap ~ II) on "
+             "the regression data sets, mean of 100 subsamples of a third of the grid per seed",
+             where=dict(where, residualizer="none", measure="boot_dR2"),
+             paper=paper_columns("dR2", groups, ["rf"])),
+        dict(by_residualizer, name="s8", title="Table S.8: PMI(FI; gap | II) minus the mean of "
+             "its Gaussian and permuted controls, regression data sets",
+             where=dict(where, measure="PMI_minus_noise"),
+             paper=paper_columns("PMI_noise", groups, RESIDUALIZERS)),
+        dict(by_dataset, name="s9", title="Table S.9: dR2 minus the mean of its Gaussian and "
+             "permuted controls, regression data sets (full grid; the paper's RF-residualizer "
+             "column)", where=dict(where, residualizer="none", measure="dR2_minus_noise"),
+             paper=paper_columns("dR2_noise", groups, ["rf"])),
+        dict(by_dataset, name="real_rates", title="Share of the 100 subsamples of a third of "
+             "the grid with dR2 > 0, regression data sets (the paper: 1.0 in every group)",
+             where=dict(where, residualizer="none", measure="boot_dR2_positive_rate")),
     ]  # fmt: skip
 
 
