@@ -1007,7 +1007,7 @@ def increment_figure(summary, output):
             [np.nan if s[paper] is None else s[paper] for s in summary],
             0.27,
             color="C1",
-            label="paper (RF residualizer)",
+            label=f"paper ({summary[0]['residualizer']} residualizer)" if summary else "paper",
         )
         ax.axhline(0, color="k", lw=0.6)
         ax.set_xticks(x, labels, fontsize=6.5)
@@ -1137,11 +1137,12 @@ def main(argv=None):
         "",
         "Ours is one fit of the whole grid per group; the paper averages 100 bootstrap "
         "replicates of a third of a grid over 6 seeds (our `boot dR2` and its rates: 100 such "
-        "replicates of our one seed). Paper columns: the RF-residualizer values of Tables S.3 / "
-        "S.5 (dR2), S.2 / S.4 (PMI), S.7 / S.9 and S.6 / S.8 (their excess over the noise "
-        "controls); MARSadd is the paper's nu = 1 row, house_8l stands beside its house_prices "
-        "(another data set). Our PMI is scikit-learn's kNN estimate on random-forest residuals, "
-        "the paper's MINE on them. The paper reports no R2 or MI per real data set.",
+        "replicates of our one seed). Paper columns: the values of Tables S.3 / S.5 (dR2), "
+        "S.2 / S.4 (PMI), S.7 / S.9 and S.6 / S.8 (their excess over the noise controls) for "
+        "the row's residualizer; MARSadd at the paper's nu (0, 0.2, ..., 1) only; house_8l "
+        "stands beside its house_prices (another data set). Our PMI is scikit-learn's kNN "
+        "estimate on the residualizer's residuals, the paper's MINE on them. The paper reports "
+        "no R2 or MI per real data set.",
         "",
         markdown_table(
             summary,
