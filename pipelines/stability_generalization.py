@@ -761,7 +761,6 @@ def marsadd_tables():
     and the bootstrap's positive rates (rows by nu, and residualizer)."""
     groups = dict(dataset="marsadd", setting="all")
     paper_s15 = {str(nu): values for nu, values in PAPER_S15.items()}
-
     groups_nu = [(str(nu), "marsadd", nu) for nu in PAPER_NU]
 
     def sweep(kind, residualizers):
@@ -924,9 +923,8 @@ def make_gap_record(args, argv, rows, summary):
         figures += [
             dict(name="s5", kind="bars", table="s5", title="Table S.5 by data set: dR2, ours "
                  "and the paper's (ticks)", ylabel="dR2"),
-            dict(name="s4", kind="bars", table="s4", title="Table S.4 by data set: "
-                 "PMI(FI; gap | II), RF residualizer, ours and the paper's (ticks)",
-                 ylabel="nats"),
+            dict(name="s4", kind="bars", table="s4", title="Table S.4 by residualizer and data "
+                 "set: PMI(FI; gap | II), ours and the paper's (ticks)", ylabel="nats"),
         ]  # fmt: skip
     studied = [*(["MARSadd"] if "marsadd" in names else []), *real]
     papers = [
