@@ -68,6 +68,7 @@ from ppa_dask.app.reproductions import (
     read_record,
     record_cells,
     recorded_command,
+    stored_value,
     write_record,
 )
 from ppa_dask.app.scripts.figures import matplotlib_headless, new_figure, save_figure
@@ -375,6 +376,23 @@ def read_back(record, settings, context):
         )
         known[setting_key(s, context)] = [row]
     return known
+
+
+def as_stored(row):
+    """``row`` with its gap, FI and II at a record's precision
+    (:func:`ppa_dask.app.reproductions.stored_value`; NaN kept).
+
+    The summaries are computed from these, so that they are the same whether a setting was
+    computed in this run or read back from a record: with ties in the kNN mutual-information
+    estimates, the last digits of a value can move a group's summary.
+
+    Examples
+    --------
+    >>> as_stored(dict(gap=1 / 3, FI=float("nan"), II=2.0, seed=0))
+    {'gap': 0.3333333333, 'FI': nan, 'II': 2.0, 'seed': 0}
+    """
+    stored = {m: stored_value(row[m]) for m in SETTING_MEASURES}
+    return {**row, **{m: v for m, v in stored.items() if v is not None}}
 
 
 def f_strong(X):
@@ -1070,7 +1088,9 @@ def main(argv=None):
     summary = []
     groups = {}
     for r in rows:
-        groups.setdefault((r["dataset"], r["nu"], r["estimator"], r["seed"]), []).append(r)
+        groups.setdefault((r["dataset"], r["nu"], r["estimator"], r["seed"]), []).append(
+            as_stored(r)
+        )
     for (name, nu, est, seed), mine in groups.items():
         if args.first_settings is None and len(mine) >= 4:
             for row in dependence(mine, seed, args.residualizers):

@@ -81,6 +81,7 @@ __all__ = [
     "package_versions",
     "recorded_command",
     "make_record",
+    "stored_value",
     "write_record",
     "read_record",
     "record_cells",
@@ -175,8 +176,18 @@ def recorded_command(script, argv):
     return ["python", f"pipelines/{os.path.basename(script)}", *kept]
 
 
-def _round(value, digits=DIGITS):
-    """A JSON value for a cell: floats at ``digits`` significant digits, NaN/inf as null."""
+def stored_value(value, digits=DIGITS):
+    """A cell's value as a record stores it: floats at ``digits`` significant digits, NaN/inf
+    as null, other values as they are.
+
+    A summary computed from values as stored is the same whether its settings were computed
+    in this run or read back from a record.
+
+    Examples
+    --------
+    >>> stored_value(2 / 3), stored_value(float("nan")), stored_value("rf")
+    (0.6666666667, None, 'rf')
+    """
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, (int, np.integer)):
@@ -274,7 +285,7 @@ def make_record(
         run_seconds=round(float(run_seconds), 1),
         machine=dict(host=platform.node(), cpus=os.cpu_count()),
         keys=list(keys),
-        cells=dict(columns=columns, rows=[[_round(c[k], digits) for k in columns] for c in cells]),
+        cells=dict(columns=columns, rows=[[stored_value(c[k], digits) for k in columns] for c in cells]),
         tables=[dict(t) for t in tables],
         figures=[dict(f) for f in figures],
         notes=notes,
