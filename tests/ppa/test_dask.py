@@ -154,6 +154,49 @@ def test_the_source_is_read_once_and_released_after_step_one():
     assert not any(plugin.blocks.values()), plugin.blocks
 
 
+def held_passes(monkeypatch, writable=True):
+    """Each grouped pass over a held residual: (did its new residual share the held one's
+    memory, was the held residual left as it was). ``writable=False`` hands the passes a
+    read-only view, as a residual received from another worker can be."""
+    from ppa_dask.ppa import drivers, kernels
+
+    seen, real_pass, real_held = [], kernels.group_pass_kernel, drivers._held_residual
+
+    def held_residual(source):
+        held = real_held(source)
+        if held is not None and not writable:
+            held = held.view()
+            held.flags.writeable = False
+        return held
+
+    def group_pass_kernel(X, sizes, starts, center, *args, keep=True, **kwargs):
+        before = X.copy() if center is None else None
+        residual, stack = real_pass(X, sizes, starts, center, *args, keep=keep, **kwargs)
+        if before is not None and keep:
+            seen.append((np.shares_memory(X, residual), np.array_equal(X, before)))
+        return residual, stack
+
+    monkeypatch.setattr(drivers, "_held_residual", held_residual)
+    monkeypatch.setattr(kernels, "group_pass_kernel", group_pass_kernel)
+    return seen
+
+
+@pytest.mark.parametrize("writable", [True, False])
+def test_a_held_residual_is_written_over_by_the_next_pass_when_it_may_be(
+    reference, monkeypatch, writable
+):
+    # a held group's next residual goes where the last one was (no new memory to fault in
+    # per pass), the same model either way; a read-only residual is never written
+    seen = held_passes(monkeypatch, writable)
+    model = PPA(residual_cache="persist", **PARAMS).fit(da.from_array(X, chunks=(1000, 6)))
+    assert_same_model(model, reference)
+    assert len(seen) >= 3
+    if writable:
+        assert all(shared and not unchanged for shared, unchanged in seen), seen
+    else:
+        assert not any(shared for shared, _ in seen) and all(same for _, same in seen), seen
+
+
 def test_dask_in_gives_lazy_dask_out(reference):
     Xd = da.from_array(X, chunks=(1000, 6))
     model = PPA(**PARAMS).fit(Xd)
