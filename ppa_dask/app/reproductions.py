@@ -285,7 +285,9 @@ def make_record(
         run_seconds=round(float(run_seconds), 1),
         machine=dict(host=platform.node(), cpus=os.cpu_count()),
         keys=list(keys),
-        cells=dict(columns=columns, rows=[[stored_value(c[k], digits) for k in columns] for c in cells]),
+        cells=dict(
+            columns=columns, rows=[[stored_value(c[k], digits) for k in columns] for c in cells]
+        ),
         tables=[dict(t) for t in tables],
         figures=[dict(f) for f in figures],
         notes=notes,
