@@ -783,7 +783,9 @@ def _reusable(held, keep, rotation):
     1.9 GB of new pages in a 1 s fit of 305 MB on one worker, 25-50 % of the fit in the
     kernel's page faults, and the most variable part of it (docs/guide/performance.md).
     A residual received from another worker may be read-only; then, or when the next frame
-    is wider, a new array."""
+    is wider, a new array. When the frame shrinks, the held array keeps the memory of the
+    wider one it was written over until the fit releases it (Dask's memory count, the view's
+    ``nbytes``, is lower by that much: at most the first residual's size)."""
     rows = held.shape[0] if rotation is None else rotation.shape[1]
     if not (keep and rows <= held.shape[0] and held.dtype == np.float64):
         return None
