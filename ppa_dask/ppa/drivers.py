@@ -772,28 +772,6 @@ def _held_residual(source):
     return None
 
 
-def _reusable(held, keep, rotation):
-    """Where a held group's next residual is written: over the held residual itself (its
-    leading rows when the frame shrinks), or None for a new array.
-
-    A held residual is read by the step pass after the one that made it and by nothing after
-    that pass (PPA-GD's objective passes, before it, copy what they read), and the sweep
-    reads a chunk's columns before it writes them (:func:`kernels.pass_kernel`'s
-    ``in_place``). A new array per pass was the group's whole residual faulted in afresh:
-    1.9 GB of new pages in a 1 s fit of 305 MB on one worker, 25-50 % of the fit in the
-    kernel's page faults, and the most variable part of it (docs/guide/performance.md).
-    A residual received from another worker may be read-only; then, or when the next frame
-    is wider, a new array. When the frame shrinks, the held array keeps the memory of the
-    wider one it was written over until the fit releases it (Dask's memory count, the view's
-    ``nbytes``, is lower by that much: at most the first residual's size)."""
-    rows = held.shape[0] if rotation is None else rotation.shape[1]
-    if not (keep and rows <= held.shape[0] and held.dtype == np.float64):
-        return None
-    if not (held.flags.c_contiguous and held.flags.writeable):
-        return None
-    return held[:rows]
-
-
 def _batches(blocks, limit=GROUP_BATCH_BYTES):
     """Consecutive blocks in lists of about ``limit`` bytes (at least one block each)."""
     batch, size = [], 0
@@ -860,10 +838,12 @@ def _group_pass(
     options = dict(keep=keep, sub_block=sub_block, rotation=rotation)
     held = _held_residual(source)
     if held is not None:
+        # written over: a held residual is read by the step pass after the one that made it
+        # and by nothing later (PPA-GD's objective passes, before it, copy what they read); one
+        # received from another worker may be read-only, and then gets a new array
         residual, stack = kernels.group_pass_kernel(
-            held, sizes, starts, center, steps, spec, out=_reusable(held, keep, rotation),
-            **options,
-        )  # fmt: skip
+            held, sizes, starts, center, steps, spec, in_place=True, **options
+        )
         return residual, _group_tree(stack, tree)
     rows_out = len(center) if rotation is None else rotation.shape[1]
     residual = np.empty((rows_out, int(sum(sizes)))) if keep else None

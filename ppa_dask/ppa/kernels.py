@@ -51,6 +51,7 @@ __all__ = [
     "step_forward",
     "step_inverse",
     "centred_block",
+    "written_over",
     "pass_kernel",
     "side_by_side",
     "group_pass_kernel",
@@ -394,6 +395,29 @@ def step_inverse(Yt, alpha, step):
 SUB_BLOCK_ROWS = 8192
 
 
+def written_over(X, rows):
+    """The leading ``rows`` rows of the residual ``X`` ``(f, n)``, as the new residual of a
+    pass that writes over its input, or None when ``X`` cannot take it (not float64 and
+    C-contiguous, read-only, or fewer than ``rows`` rows).
+
+    The sweep reads a chunk's columns before it writes them, so the new residual, in the same
+    or a smaller frame, can go where the old one was: no new memory to fault in. A new array
+    of a few hundred MB per pass is a fresh mapping whose pages the kernel zeroes, which cost
+    a Dask fit on one worker 25-50 % of its time (docs/guide/performance.md). A smaller
+    frame keeps the wider array's memory until the residual is released (Dask counts the
+    view's ``nbytes``: less by at most the first residual's size).
+
+    Examples
+    --------
+    >>> X = np.zeros((3, 4))
+    >>> np.shares_memory(written_over(X, 2), X), written_over(X, 4)
+    (True, None)
+    """
+    if X.dtype != np.float64 or not (X.flags.c_contiguous and X.flags.writeable):
+        return None
+    return X[:rows] if rows <= X.shape[0] else None
+
+
 def pass_kernel(
     X,
     start,
@@ -422,7 +446,8 @@ def pass_kernel(
     time and each slice swept alike.
 
     Returns ``(residual, moments)``; ``residual`` is None unless ``keep``. ``in_place`` lets a
-    residual input be overwritten (the in-memory driver owns its residual; Dask blocks are never
+    residual input be overwritten (:func:`written_over`: the in-memory driver owns its
+    residual, and so does a Dask pass over a checkpoint file it read; source blocks are never
     modified); with a ``rotation`` the new residual is then the leading rows of ``X``.
     ``rotation`` (f, m), when given, re-expresses the updated residual in a smaller orthonormal
     frame (``z = Q^T y``) before the moments are taken; ``spec.direction`` is then given in that
@@ -448,14 +473,9 @@ def pass_kernel(
         columns = None
     rows_out = d if rotation is None else rotation.shape[1]
     if X.dtype == np.float64 and X.flags.c_contiguous:
-        if keep and in_place and center is None:
-            # the sweep reads a chunk's columns before it writes them, so a smaller frame can
-            # reuse the leading rows of the same array (no new memory to fault in)
-            residual = X[:rows_out]
-        elif keep:
+        residual = written_over(X, rows_out) if keep and in_place and center is None else None
+        if keep and residual is None:
             residual = np.empty((rows_out, n))
-        else:
-            residual = None
         parts = _fused.fused_step_pass(
             X, start, steps, spec, out=residual, rotation=rotation, center=center, columns=columns
         )
@@ -534,6 +554,7 @@ def group_pass_kernel(
     rotation=None,
     out=None,
     out_offset=0,
+    in_place=False,
 ):
     """:func:`pass_kernel` of every block of a group in one compiled call.
 
@@ -545,7 +566,8 @@ def group_pass_kernel(
     that was not ``whole``: its sub-blocks of ``sub_block`` rows, added up in order as there).
 
     Returns ``(residual, stack)``: the blocks' new residuals side by side, ``(f or m, sum of
-    sizes)`` (written into ``out`` from column ``out_offset`` when given; None unless ``keep``),
+    sizes)`` (written into ``out`` from column ``out_offset`` when given, or with ``in_place``
+    over a residual ``X`` where :func:`written_over` allows; None unless ``keep``),
     and the moments as a stack, row ``b`` block ``b``'s: ``n`` (folds), ``vv``, ``yv``, ``zz``,
     ``tmin``, ``tmax``, each with a direction axis after the block's (the step's, then those of
     ``spec.ahead``). :func:`step_moments_of_stack` turns a row into :func:`pass_kernel`'s dict,
@@ -566,7 +588,9 @@ def group_pass_kernel(
     d = X.shape[1] if samples else X.shape[0]
     rows_out = d if rotation is None else rotation.shape[1]
     if keep and out is None:
-        out, out_offset = np.empty((rows_out, int(sum(sizes)))), 0
+        out, out_offset = written_over(X, rows_out) if in_place and not samples else None, 0
+        if out is None:
+            out = np.empty((rows_out, int(sum(sizes))))
     segments, owner, at = [], [], 0
     for b, (n, start) in enumerate(zip(sizes, starts)):
         if whole is None or whole[b]:
