@@ -22,7 +22,7 @@ from ppa_dask.ppa import algebra as _algebra
 from ppa_dask.ppa import kernels
 from ppa_dask.ppa.drivers import AUTO_LOOKAHEAD_MAX, StepSpec
 from ppa_dask.utils.compute import current_client
-from ppa_dask.utils.events import publish_step
+from ppa_dask.utils.events import publish_step, wait_published
 
 __all__ = ["StepSettings", "check_rows", "choose_degree", "fit_steps", "refine_direction"]
 
@@ -335,6 +335,7 @@ def fit_steps(driver, settings, progress=None, owner=None):
     ahead = []  # (prediction, moments) of the next steps, valid while the steps are linear
     # the dashboard's step records go to a distributed Client's scheduler: looked up once
     publishing = current_client() is not None
+    published = []  # the records' sends: they go out while the next pass runs
     for p in range(n_steps):
         past_rank = past_rank or residual[-1] <= rank_tol
         e, variance, next_basis = _algebra.leading_direction(C, basis)
@@ -402,13 +403,14 @@ def fit_steps(driver, settings, progress=None, owner=None):
         kernels.step_forward(sample, step, out=sample)  # the fit's own copy: in place
         # the step's record for the dashboard page (only under a distributed Client)
         if publishing:
-            publish_step(
+            published.append(publish_step(
                 owner, step=p, n_steps=n_steps, n_samples=n, n_features=d, degree=chosen,
                 candidates=candidates, cv_scores=scores[-1] if scores else None,
                 variance=variance, residual=residual[-1],
-            )  # fmt: skip
+            ))  # fmt: skip
         if progress is not None:
             progress(p + 1, n_steps)
+    wait_published(published)
 
     # orient the residual axes so that [e_1 .. e_k, residual basis] is a rotation: then every
     # factor of the Jacobian is a shear of a rotation and det J = +1, not just |det J| = 1
