@@ -756,20 +756,67 @@ class CheckpointFiles:
 
 def _group_blocks(source, externals):
     """A group's blocks, one at a time: read by its :class:`SourceReader`, read from its
-    :class:`CheckpointFiles`, or held as read (``(blocks, moments)``)."""
+    :class:`CheckpointFiles`, or held as read (the first pass's kept blocks, a tuple)."""
     if isinstance(source, SourceReader):
         return source.blocks(externals, GROUP_BATCH_BYTES)
     if isinstance(source, CheckpointFiles):
         return (_read_checkpoint(p) for p in source.paths)
-    return source[0]
+    return source
+
+
+def _held(residual):
+    """A step pass's kept residual as its group holds it: the array (its blocks side by side)
+    and a flag the next pass sets before it writes over the array."""
+    return {"residual": residual, "written_over": np.zeros(1, dtype=bool)}
 
 
 def _held_residual(source):
     """The residual of a held group (its blocks side by side, a 2-D array), or None when
     ``source`` is something else (a reader, files, the source blocks as read)."""
-    if isinstance(source, tuple) and isinstance(source[0], np.ndarray):
-        return source[0]
+    if isinstance(source, dict):
+        return source["residual"]
     return None
+
+
+class Handover:
+    """What a grouped pass's task returns when its group keeps something: the small ``value``
+    (its moments) for the client, and on the worker the ``kept`` part (the blocks read, the new
+    residual) for the task that holds it (:func:`_take_over`). Pickled (sent to the client, to
+    another worker, or spilled) it is the value alone.
+
+    So a kept pass costs one task the client waits for and one that runs beside it: the client
+    gathers the moments as soon as they are made, where a task returning ``(kept, moments)``
+    took a second task on the worker, after the first, to split the moments off (6-7 ms a pass
+    on this project's 2-core machine)."""
+
+    __slots__ = ("kept", "value")
+
+    def __init__(self, value, kept=None):
+        self.value, self.kept = value, kept
+
+    def __reduce__(self):
+        return (Handover, (self.value,))
+
+
+def _hand_over(func, *args, **kwargs):
+    """``func``'s ``(kept, value)`` as a :class:`Handover`."""
+    kept, value = func(*args, **kwargs)
+    return Handover(value, kept)
+
+
+def _take_over(func, handover, *args, **kwargs):
+    """The kept part of ``handover`` (made by ``_hand_over(func, *args, **kwargs)``), or, when
+    it is not here (that task ran on another worker, or its result was spilled), ``func``'s
+    again: a pure function of the same inputs, which refuses an input written over since."""
+    kept, handover.kept = handover.kept, None
+    if kept is None:
+        kept, _ = func(*args, **kwargs)
+    return kept
+
+
+def _value_of(func, *args, **kwargs):
+    """The value of ``func``'s ``(kept, value)`` when nothing is kept."""
+    return func(*args, **kwargs)[1]
 
 
 def _batches(blocks, limit=GROUP_BATCH_BYTES):
@@ -838,13 +885,21 @@ def _group_pass(
     options = dict(keep=keep, sub_block=sub_block, rotation=rotation)
     held = _held_residual(source)
     if held is not None:
-        # written over: a held residual is read by the step pass after the one that made it
-        # and by nothing later (PPA-GD's objective passes, before it, copy what they read); one
-        # received from another worker may be read-only, and then gets a new array
+        if keep:
+            # written over: a held residual is read by the step pass after the one that made
+            # it and by nothing later (PPA-GD's objective passes, before it, copy what they
+            # read); one received from another worker may be read-only, and then gets a new
+            # array. Marked first, so that a copy taken from here on says so
+            if source["written_over"][0]:
+                raise RuntimeError(
+                    "a held residual was written over by its step's pass and is asked for "
+                    "again: it cannot be recomputed from itself"
+                )
+            source["written_over"][0] = True
         residual, stack = kernels.group_pass_kernel(
             held, sizes, starts, center, steps, spec, in_place=True, **options
         )
-        return residual, _group_tree(stack, tree)
+        return (_held(residual) if keep else None), _group_tree(stack, tree)
     rows_out = len(center) if rotation is None else rotation.shape[1]
     residual = np.empty((rows_out, int(sum(sizes)))) if keep else None
     stacks, at, i = [], 0, 0
@@ -857,7 +912,7 @@ def _group_pass(
         )  # fmt: skip
         stacks.append(stack)
         at, i = at + sum(batch_sizes), i + k
-    return residual, _group_tree(_concat_stacks(stacks), tree)
+    return (_held(residual) if keep else None), _group_tree(_concat_stacks(stacks), tree)
 
 
 def _group_checkpointed_pass(
@@ -921,30 +976,49 @@ def _source_dependencies(sources, X):
     return ()
 
 
-def _group_layer(name, func, sources, per_group, *args, dependencies=(), **kwargs):
+def _group_layer(name, func, sources, per_group, *args, dependencies=(), kept=None, **kwargs):
     """One task per group, ``func(sources[g], externals, *args, **per_group[g], **kwargs)``,
     built as one graph layer (a Delayed per group): with one ``dask.delayed`` call per group
     taking block-sized lists of Delayed objects, building a 4,096-block pass's graph took a
     second on the client, most of it culling each block's graph again.
 
     A source is a :class:`SourceReader` (its external keys become the task's dependencies), a
-    Delayed (a held group: the task receives its value) or plain data (checkpoint paths)."""
+    Delayed (a held group: the task receives its value) or plain data (checkpoint paths).
+
+    ``kept``: None, ``func`` returns the task's value; False, ``func`` returns ``(None,
+    value)`` and the task the value; True, ``func`` returns ``(kept, value)`` and each group
+    has a second task, ``f"{name}-kept"``, that holds the kept part where it was made
+    (:class:`Handover`). Returns ``(kept per group or None, value per group)``, Delayed; with
+    ``kept`` a value is a :class:`Handover`, its ``.value`` the value."""
     from dask.delayed import Delayed
     from dask.highlevelgraph import HighLevelGraph
     from dask.task_spec import List, Task, TaskRef
 
     keys = [(name, g) for g in range(len(sources))]
+    kept_keys = [(f"{name}-kept", g) for g in range(len(sources))] if kept else None
     layer, deps = {}, list(dependencies)
-    for key, source, extra in zip(keys, sources, per_group):
+    for g, (key, source, extra) in enumerate(zip(keys, sources, per_group)):
         externals = List()
         if isinstance(source, SourceReader):
             externals = List(*[TaskRef(k) for k in source.external_keys])
         elif isinstance(source, Delayed):
             deps.append(source)
             source = TaskRef(source.key)
-        layer[key] = Task(key, func, source, externals, *args, **extra, **kwargs)
+        call = (source, externals, *args)
+        if kept is None:
+            layer[key] = Task(key, func, *call, **extra, **kwargs)
+        elif not kept:
+            layer[key] = Task(key, _value_of, func, *call, **extra, **kwargs)
+        else:
+            layer[key] = Task(key, _hand_over, func, *call, **extra, **kwargs)
+            layer[kept_keys[g]] = Task(
+                kept_keys[g], _take_over, func, TaskRef(key), *call, **extra, **kwargs
+            )
     graph = HighLevelGraph.from_collections(name, layer, dependencies=deps)
-    return [Delayed(key, graph, layer=name) for key in keys]
+    values = [Delayed(key, graph, layer=name) for key in keys]
+    if not kept:
+        return None, values
+    return [Delayed(key, graph, layer=name) for key in kept_keys], values
 
 
 class DaskDriver(Driver):
@@ -1041,6 +1115,8 @@ class DaskDriver(Driver):
         # _held_source) or the residual
         self._held = None
         self._held_source = False
+        # the previous grouped pass's futures, released once the next pass's graph is sent
+        self._retiring = None
         self._source_readers = None  # SourceReader per group, or False: none can be built
 
     @property
@@ -1115,21 +1191,30 @@ class DaskDriver(Driver):
             raise RuntimeError(f"the groups' moments do not complete the tree: {ids[:4]}")
         return root
 
-    def _run_groups(self, outs, keep):
-        """Compute a grouped pass's tasks (each ``(kept, moments)``): with ``keep`` each
-        group's kept blocks stay where they were computed and only the moments are split off
-        and gathered. Returns ``(held groups or None, moments per group)``."""
-        if keep:
-            kept = persist(*outs, *[o[1] for o in outs])
-            held, moments = list(kept[: len(outs)]), kept[len(outs) :]
-            client = current_client()
-            if client is None:
-                return held, compute(*moments)
+    def _run_groups(self, kept, values):
+        """Compute a grouped pass's tasks (:func:`_group_layer`'s pair): the kept parts stay
+        where they were made, the values are gathered. Returns ``(held groups or None, value
+        per group)``."""
+        n = 0 if kept is None else len(kept)
+        client = current_client()
+        if client is None:
+            done = persist(*(kept or ()), *values) if n else values
+            results = compute(*done[n:])
+        else:
             from distributed import futures_of
 
-            # the moments' futures gathered directly: no second graph per pass
-            return held, client.gather([futures_of(m)[0] for m in moments])
-        return None, [o[1] for o in compute(*outs)]
+            done = persist(*(kept or ()), *values)
+            # the previous pass's futures are let go only now that this pass's graph is
+            # queued: released just before it, they would hold it back for the client's
+            # batching interval (10 ms in distributed's BatchedSend), a third of a pass with
+            # no work here
+            self._retiring = None
+            # the values' futures gathered directly: no second graph per pass
+            results = client.gather([futures_of(v)[0] for v in done[n:]])
+            self._retiring = (self._held, done)
+        if not n:
+            return None, list(results)
+        return list(done[:n]), [r.value for r in results]
 
     def _grouped_first_pass(self, readers, rows, sample_index):
         """:meth:`first_pass` with one task per group, each reading its own source blocks."""
@@ -1146,16 +1231,17 @@ class DaskDriver(Driver):
             )
             for g, tree in zip(plan, self._trees(kernels.fold_first_stacks))
         ]
-        outs = _group_layer(
+        tasks = _group_layer(
             name,
             _group_first,
             readers,
             per_group,
             dependencies=_source_dependencies(readers, self.X),
+            kept=mode == "persist",
         )
         # persist: the blocks read stay in worker memory, held by their group, for step 1's
         # pass (the source is read once in all)
-        held, results = self._run_groups(outs, mode == "persist")
+        held, results = self._run_groups(*tasks)
         if held is not None:
             self._held, self._held_source = held, True
         if targets is not None:
@@ -1297,17 +1383,24 @@ class DaskDriver(Driver):
                     dict(targets=[targets[i] for i in g], starts=s, sizes=z, tree=t)
                     for g, s, z, t in zip(plan, starts, sizes, trees)
                 ]
-                parts = _group_layer(
-                    name, _group_checkpointed_pass, sources, per_group, center, *args, **options
+                _, results = self._run_groups(
+                    *_group_layer(
+                        name,
+                        _group_checkpointed_pass,
+                        sources,
+                        per_group,
+                        center,
+                        *args,
+                        **options,
+                    )  # fmt: skip
                 )
-                results = compute(*parts)
                 if keep:
                     self._residual = targets
             else:
                 per_group = [
                     dict(starts=s, sizes=z, tree=t) for s, z, t in zip(starts, sizes, trees)
                 ]
-                outs = _group_layer(
+                tasks = _group_layer(
                     name,
                     _group_pass,
                     sources,
@@ -1315,11 +1408,12 @@ class DaskDriver(Driver):
                     center,
                     *args,
                     dependencies=dependencies,
+                    kept=keep,
                     **options,
                 )
                 # with keep, each group's residual stays where it was computed, beside its
-                # input; only the moments are split off and gathered
-                self._held, results = self._run_groups(outs, keep)
+                # input; only the moments go to the client
+                self._held, results = self._run_groups(*tasks)
                 self._held_source = False
             total = kernels.step_moments_of_stack(
                 self._merge_groups(results, kernels.fold_step_stacks)
@@ -1457,19 +1551,21 @@ class DaskDriver(Driver):
         trees = self._trees(kernels.fold_objective_stacks)
         sizes = [[self.sizes[i] for i in g] for g in self.group_plan()]
         per_group = [dict(tree=t, sizes=z) for t, z in zip(trees, sizes)]
-        parts = _group_layer(
-            name,
-            _group_objective,
-            sources,
-            per_group,
-            center,
-            pending,
-            framed,
-            sub_block=self.block_rows,
-            dependencies=dependencies,
+        _, results = self._run_groups(
+            *_group_layer(
+                name,
+                _group_objective,
+                sources,
+                per_group,
+                center,
+                pending,
+                framed,
+                sub_block=self.block_rows,
+                dependencies=dependencies,
+            )
         )
         total = kernels.objective_moments_of_stack(
-            self._merge_groups(compute(*parts), kernels.fold_objective_stacks)
+            self._merge_groups(results, kernels.fold_objective_stacks)
         )
         return _objective_in_ambient(frame, total)
 
@@ -1487,6 +1583,7 @@ class DaskDriver(Driver):
 
     def close(self):
         self._held, self._held_source = None, False
+        self._retiring = None
         self._residual, self._source_copy = None, False
         self._kept_source = None
         if self._checkpoint_root is not None:

@@ -115,9 +115,10 @@ def test_tasks_per_pass_are_a_constant_times_the_threads_not_the_chunks(cache, t
     for chunks in (375, 24, 2):  # 16, 250 and 3,000 chunks
         model, keys = tasks_of_a_fit(chunks, cache, tmp_path)
         # every pass, the first included (its groups read their own source blocks): 2 threads
-        # x GROUPS_PER_THREAD group tasks and at most as many that split the moments off
+        # x GROUPS_PER_THREAD group tasks and at most as many that hold what the groups keep
         assert len(keys) <= 2 * 2 * drivers.GROUPS_PER_THREAD * model.n_passes_
-        groups = [k for k in keys if name(k).startswith(("ppa-moments", "ppa-step-"))]
+        ours = [k for k in keys if name(k).startswith(("ppa-moments", "ppa-step-"))]
+        groups = [k for k in ours if not name(k).endswith("-kept")]
         assert len(groups) == 2 * drivers.GROUPS_PER_THREAD * model.n_passes_
 
 
@@ -150,8 +151,8 @@ def test_a_pass_on_a_cluster_submits_a_constant_times_the_workers_tasks_at_4096_
             sizes.sizes.clear()
             model = PPA(degree=2, random_state=0).fit(data)
             assert model.residual_cache_ == "persist"
-            # one graph per pass, each 2 tasks per worker to run: a group, the split of its
-            # moments (the persisted source's 4,096 blocks are in memory already)
+            # one graph per pass, each 2 tasks per worker to run: a group, the task holding
+            # what it keeps (the persisted source's 4,096 blocks are in memory already)
             assert len(sizes.sizes) == model.n_passes_
             assert max(sizes.sizes) <= 2 * 2, sizes.sizes
         reference = PPA(degree=2, random_state=0).fit(values)
@@ -215,6 +216,43 @@ def test_a_killed_workers_group_is_recomputed_with_the_same_model():
         assert np.array_equal(a, b)
 
 
+def test_a_group_sends_its_moments_and_keeps_the_rest_where_it_was_made():
+    # the task the client waits for returns the moments; the kept part stays on the worker for
+    # the task that holds it, and anywhere else (pickled: to the client, another worker, the
+    # disk) it is the moments alone, so that task makes the kept part again from its inputs
+    import pickle
+
+    def group(x):
+        return 2 * x, float(x.sum())
+
+    x = np.arange(6.0)
+    made = drivers._hand_over(group, x)
+    sent = pickle.loads(pickle.dumps(made))
+    assert sent.value == made.value == 15.0 and sent.kept is None
+    kept = made.kept
+    assert drivers._take_over(group, made, x) is kept  # taken over, not made again
+    assert made.kept is None  # the handover lets go of it
+    assert np.array_equal(drivers._take_over(group, sent, x), kept)  # made again
+
+
+def test_a_residual_written_over_is_never_taken_for_the_one_it_replaced():
+    # a held residual is written over by the next pass; asked for again (a remake of that
+    # pass's kept part elsewhere) it refuses rather than apply the step twice
+    spec = kernels.StepSpec(np.array([1.0, 0.0, 0.0]), 0.0, 3.0, 2)
+    held = drivers._held(np.random.default_rng(0).normal(size=(3, 50)))
+    before = drivers._held_residual(held).copy()
+    options = dict(
+        sizes=[50], starts=[0], tree=([0], kernels.fold_step_stacks, 8, 1),
+        sub_block=kernels.SUB_BLOCK_ROWS, rotation=None,
+    )  # fmt: skip
+    read, _ = drivers._group_pass(held, [], None, (), spec, keep=False, **options)
+    assert read is None and np.array_equal(drivers._held_residual(held), before)
+    written, _ = drivers._group_pass(held, [], None, (), spec, keep=True, **options)
+    assert np.shares_memory(drivers._held_residual(written), drivers._held_residual(held))
+    with pytest.raises(RuntimeError, match="written over"):
+        drivers._group_pass(held, [], None, (), spec, keep=True, **options)
+
+
 class GroupWorkers(SchedulerPlugin):
     """The worker that computed each task of a pass, by pass name."""
 
@@ -224,7 +262,8 @@ class GroupWorkers(SchedulerPlugin):
     def transition(self, key, start, finish, *args, **kwargs):
         if finish == "memory" and isinstance(key, tuple) and str(key[0]).startswith("ppa-"):
             workers = {w.address for w in self.scheduler.tasks[key].who_has}
-            self.where.setdefault(str(key[0]).rsplit("-", 1)[0], set()).update(workers)
+            task = str(key[0]).removesuffix("-kept").rsplit("-", 1)[0]
+            self.where.setdefault(task, set()).update(workers)
 
 
 @pytest.mark.cluster
