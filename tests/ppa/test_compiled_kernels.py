@@ -8,6 +8,9 @@ numba's on-disk cache everywhere else, and every input layout reaches that one s
 * A fresh process with an empty ``NUMBA_CACHE_DIR`` compiles every kernel; the next fresh process
   with that cache (a worker) loads every one from it and fits without a single cache miss; two
   processes started together on an empty cache compile once (the file lock), not twice.
+* Only the kernels whose own code runs hot (the step pass, the step update, the centred
+  moments) are optimised at numba's full level; the others at level 1, unless the user set
+  ``NUMBA_OPT``.
 * The results do not depend on the layout: a pass over a float32, F-ordered, strided or
   read-only block, and a whole fit on such input, equal those on the float64 C-ordered block
   (whose moments tests/ppa/test_fused_pass.py checks against numpy) to 1e-12.
@@ -205,6 +208,47 @@ def test_processes_started_together_on_an_empty_cache_compile_it_once(tmp_path):
     for report, own in zip(reports, compiled):
         assert set(report["record"]["loaded"]) == set(fused.SIGNATURES) - own
     assert sum(r["record"]["waited_s"] for r in reports) > 0
+
+
+# a fresh process compiling every kernel, with the LLVM optimisation level each one's module
+# was optimised at (numba reads it from its config at that moment)
+LEVELS = textwrap.dedent(
+    """
+    import json
+    from numba.core import codegen, config
+    seen = {}
+    optimise = codegen.CPUCodeLibrary._optimize_final_module
+    def spy(library):
+        seen.setdefault(library.name, int(config.OPT))
+        return optimise(library)
+    codegen.CPUCodeLibrary._optimize_final_module = spy
+    from ppa_dask.ppa import fused
+    record = fused.compile_kernels()
+    print(json.dumps(dict(compiled=record["compiled"], levels=seen, after=int(config.OPT))))
+    """
+)
+
+
+@pytest.mark.parametrize("user_level", [None, "2"])
+def test_only_the_pass_and_step_kernels_get_the_full_optimisation(tmp_path, user_level):
+    # the others are inlined into those (and optimised again there) or memory-bound: level 1
+    # cuts the machine's first compile; a user's NUMBA_OPT is left to rule them all
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
+    env.pop("NUMBA_DISABLE_JIT", None)
+    env.pop("NUMBA_OPT", None)
+    if user_level is not None:
+        env["NUMBA_OPT"] = user_level
+    out = subprocess.run(
+        [sys.executable, "-c", LEVELS], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sorted(report["compiled"]) == sorted(fused.SIGNATURES)
+    default = 3 if user_level is None else int(user_level)
+    for name in fused.SIGNATURES:
+        light = user_level is None and name not in fused.FULLY_OPTIMISED
+        assert report["levels"][name] == (1 if light else default), (name, report["levels"])
+    assert report["after"] == default  # numba's own level is given back
 
 
 # a process that needs only the fold hash while another compiles everything: it waits for the
