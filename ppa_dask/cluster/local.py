@@ -23,6 +23,8 @@ import logging
 import numbers
 import os
 
+from ppa_dask.cluster import cores as cores_module
+from ppa_dask.cluster.cores import CORES_VARIABLE, cores_layout
 from ppa_dask.utils.blas import BLAS_THREAD_VARIABLES
 
 __all__ = [
@@ -69,13 +71,15 @@ QUIET_SETTINGS = {PROFILE_INTERVAL_KEY: PROFILE_INTERVAL, TICK_INTERVAL_KEY: TIC
 
 
 @contextlib.contextmanager
-def _worker_environment():
+def _worker_environment(cores=None):
     """Make the nanny spawn its worker processes with one BLAS thread, glibc's own malloc
     thresholds (no ``MALLOC_TRIM_THRESHOLD_`` unless the caller's environment sets one), a
     profiler sampling every :data:`PROFILE_INTERVAL` and event loops checked every
     :data:`TICK_INTERVAL` (:data:`QUIET_SETTINGS`, each unless the caller's configuration
     changed Dask's default; the nanny hands the configuration to its workers, and the
-    scheduler made in this context reads it too).
+    scheduler made in this context reads it too). With ``cores`` (a
+    :func:`ppa_dask.cluster.cores.cores_layout`), each worker also preloads
+    :mod:`ppa_dask.cluster.cores`, which pins it to cores of its own.
 
     The nanny reads ``distributed.nanny.pre-spawn-environ`` when it is created, but lets a
     variable already set in the parent's environment override the configured value (a value of
@@ -85,21 +89,26 @@ def _worker_environment():
     """
     import dask
 
-    one = {name: "1" for name in BLAS_THREAD_VARIABLES}
+    exported = {name: "1" for name in BLAS_THREAD_VARIABLES}
+    if cores is not None:
+        exported[CORES_VARIABLE] = cores
     pre_spawn = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
-    pre_spawn.update(one)
+    pre_spawn.update(exported)
     if MALLOC_TRIM_VARIABLE not in os.environ:
         pre_spawn[MALLOC_TRIM_VARIABLE] = None
     settings = {"distributed.nanny.pre-spawn-environ": pre_spawn}
+    if cores is not None:
+        preload = list(dask.config.get("distributed.worker.preload", default=[]) or [])
+        settings["distributed.worker.preload"] = [*preload, cores_module.__name__]
     shipped = dask.config.merge(*dask.config.defaults)
     for key, value in QUIET_SETTINGS.items():
         if dask.config.get(key) == dask.config.get(key, config=shipped):
             settings[key] = value
-    saved = {name: os.environ.get(name) for name in (*one, MALLOC_TRIM_VARIABLE)}
-    os.environ.update(one)
+    saved = {name: os.environ.get(name) for name in (*exported, MALLOC_TRIM_VARIABLE)}
+    os.environ.update(exported)
     try:
         with dask.config.set(settings):
-            yield one
+            yield exported
     finally:
         for name, value in saved.items():
             if value is None:
@@ -135,6 +144,7 @@ def local_client(
     dashboard_address="127.0.0.1:0",
     local_directory=None,
     log_level=logging.WARNING,
+    pin_workers="auto",
     **cluster_kwargs,
 ):
     """Start a local cluster of worker processes and yield a Client connected to it.
@@ -165,6 +175,10 @@ def local_client(
     log_level : int or None, default=logging.WARNING
         Level below which the scheduler/nanny/worker log messages are silenced, in this
         process and in the workers. ``None`` leaves the logging configuration alone.
+    pin_workers : "auto" or False, default="auto"
+        ``"auto"``: when the workers' threads fit in the CPUs this process may use, pin each
+        worker process to cores of its own (:mod:`ppa_dask.cluster.cores`; the scheduler and the
+        client are not pinned). False: leave placement to the operating system.
     **cluster_kwargs
         Further keyword arguments for :class:`distributed.LocalCluster`.
 
@@ -175,6 +189,8 @@ def local_client(
     """
     from distributed import Client, LocalCluster
 
+    if pin_workers not in ("auto", False):
+        raise ValueError(f"pin_workers must be 'auto' or False, got {pin_workers!r}")
     n_workers = _check_positive_int("n_workers", n_workers)
     threads_per_worker = _check_positive_int("threads_per_worker", threads_per_worker)
     if dashboard_address is not None:
@@ -191,7 +207,8 @@ def local_client(
     silence = False if log_level is None else log_level
 
     with _quiet_loggers(log_level):
-        with _worker_environment():
+        layout = cores_layout(n_workers, threads_per_worker) if pin_workers else None
+        with _worker_environment(layout):
             cluster = LocalCluster(
                 n_workers=n_workers,
                 threads_per_worker=threads_per_worker,

@@ -160,6 +160,47 @@ def test_a_malloc_setting_of_the_caller_reaches_the_local_workers(monkeypatch):
     assert os.environ[MALLOC_TRIM_VARIABLE] == "262144"
 
 
+def _affinity_of_every_thread():
+    return sorted(
+        {tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir("/proc/self/task")}
+    )
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity call here")
+def test_local_workers_run_on_cores_of_their_own_also_after_a_restart(monkeypatch):
+    """Each worker process of a local cluster whose threads fit in the CPUs (every thread of
+    it) is pinned to a CPU of its own, and so is the worker the nanny starts in its place;
+    with more worker threads than CPUs, or pin_workers=False, nothing is pinned."""
+    from ppa_dask.cluster.cores import CORES_VARIABLE, usable_cpus
+    from ppa_dask.cluster.local import local_client
+
+    monkeypatch.delenv(CORES_VARIABLE, raising=False)  # gone again afterwards, see below
+    cpus = usable_cpus()
+    n = min(2, len(cpus))
+    with local_client(n_workers=n, dashboard_address=None) as client:
+        # the layout went to the workers only (distributed's nanny exports its workers'
+        # environment into this process again when it restarts one)
+        assert CORES_VARIABLE not in os.environ
+        pinned = client.run(_affinity_of_every_thread)
+        pids = set(client.run(os.getpid).values())
+        client.restart_workers([sorted(pinned)[0]], timeout=60)
+        client.wait_for_workers(n, timeout=60)
+        after = client.run(_affinity_of_every_thread)
+        new_pids = set(client.run(os.getpid).values())
+    expected = sorted([(c,)] for c in cpus[:n])
+    assert sorted(pinned.values()) == expected
+    assert len(new_pids - pids) == 1  # the restarted worker is a process of its own
+    assert sorted(after.values()) == expected
+    free = [tuple(cpus)]
+    with local_client(n_workers=len(cpus) + 1, dashboard_address=None) as client:
+        assert all(v == free for v in client.run(_affinity_of_every_thread).values())
+    with local_client(n_workers=n, dashboard_address=None, pin_workers=False) as client:
+        assert all(v == free for v in client.run(_affinity_of_every_thread).values())
+    with pytest.raises(ValueError, match="pin_workers must be 'auto' or False, got 'yes'"):
+        with local_client(n_workers=1, pin_workers="yes"):
+            pass
+
+
 def _callback_ms(dask_worker, name):
     return dask_worker.periodic_callbacks[name].callback_time
 
