@@ -134,6 +134,9 @@ def test_reading_a_batch_cluster_file_keeps_ctrl_c(kind):
     # fresh interpreter, so that the import really happens; then a real SIGINT to itself.
     script = (
         "import os, signal, sys, time\n"
+        # Ctrl-C as in a terminal, also where this test runs in the background (a shell starts
+        # background commands with SIGINT ignored, and Python then leaves it ignored)
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from ppa_dask.cluster import read_cluster_config\n"
         "read_cluster_config(sys.argv[1])\n"
         "assert 'dask_jobqueue' in sys.modules\n"

@@ -6,6 +6,7 @@ import html
 import json
 import re
 import subprocess
+import time
 import urllib.request
 from html.parser import HTMLParser
 
@@ -26,6 +27,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 #: Bound of every HTTP request and browser run (a hung server or browser fails the test).
 TIMEOUT_S = 60
+RECORD_WAIT_S = 10  # a step record reaching the scheduler
 
 
 @pytest.fixture
@@ -169,9 +171,17 @@ def test_a_fit_in_progress_shows_its_steps_so_far(client):
     seen = []
 
     def progress(k, n_steps):
-        # the page between two steps: the steps fitted so far, the fit not complete
-        (rows,) = _tables(_get(link))
-        seen.append((k, len(rows), "in progress" in _get(link)))
+        # the page between two steps: the steps fitted so far, the fit not complete. A step's
+        # record goes out while the fit goes on (it does not wait for the scheduler), so the
+        # page may lag a moment behind: wait, boundedly, for step k's row
+        deadline = time.monotonic() + RECORD_WAIT_S
+        while True:
+            page = _get(link)
+            (rows,) = _tables(page) or ([],)
+            if len(rows) >= k or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        seen.append((k, len(rows), "in progress" in page))
 
     model = PPA(degree=[1, 2], cv=2).fit(X, progress=progress)
     n = len(model.degrees_)
