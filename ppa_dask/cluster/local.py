@@ -23,8 +23,7 @@ import logging
 import numbers
 import os
 
-from ppa_dask.cluster import cores as cores_module
-from ppa_dask.cluster.cores import CORES_VARIABLE, cores_layout
+from ppa_dask.cluster import cores
 from ppa_dask.utils.blas import BLAS_THREAD_VARIABLES
 
 __all__ = [
@@ -71,13 +70,13 @@ QUIET_SETTINGS = {PROFILE_INTERVAL_KEY: PROFILE_INTERVAL, TICK_INTERVAL_KEY: TIC
 
 
 @contextlib.contextmanager
-def _worker_environment(cores=None):
+def _worker_environment(layout=None):
     """Make the nanny spawn its worker processes with one BLAS thread, glibc's own malloc
     thresholds (no ``MALLOC_TRIM_THRESHOLD_`` unless the caller's environment sets one), a
     profiler sampling every :data:`PROFILE_INTERVAL` and event loops checked every
     :data:`TICK_INTERVAL` (:data:`QUIET_SETTINGS`, each unless the caller's configuration
     changed Dask's default; the nanny hands the configuration to its workers, and the
-    scheduler made in this context reads it too). With ``cores`` (a
+    scheduler made in this context reads it too). With ``layout`` (a
     :func:`ppa_dask.cluster.cores.cores_layout`), each worker also preloads
     :mod:`ppa_dask.cluster.cores`, which pins it to cores of its own.
 
@@ -90,16 +89,18 @@ def _worker_environment(cores=None):
     import dask
 
     exported = {name: "1" for name in BLAS_THREAD_VARIABLES}
-    if cores is not None:
-        exported[CORES_VARIABLE] = cores
+    if layout is not None:
+        exported[cores.CORES_VARIABLE] = layout
     pre_spawn = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
     pre_spawn.update(exported)
     if MALLOC_TRIM_VARIABLE not in os.environ:
         pre_spawn[MALLOC_TRIM_VARIABLE] = None
     settings = {"distributed.nanny.pre-spawn-environ": pre_spawn}
-    if cores is not None:
+    if layout is not None:
         preload = list(dask.config.get("distributed.worker.preload", default=[]) or [])
-        settings["distributed.worker.preload"] = [*preload, cores_module.__name__]
+        if cores.__name__ not in preload:
+            preload.append(cores.__name__)
+        settings["distributed.worker.preload"] = preload
     shipped = dask.config.merge(*dask.config.defaults)
     for key, value in QUIET_SETTINGS.items():
         if dask.config.get(key) == dask.config.get(key, config=shipped):
@@ -207,7 +208,7 @@ def local_client(
     silence = False if log_level is None else log_level
 
     with _quiet_loggers(log_level):
-        layout = cores_layout(n_workers, threads_per_worker) if pin_workers else None
+        layout = cores.cores_layout(n_workers, threads_per_worker) if pin_workers else None
         with _worker_environment(layout):
             cluster = LocalCluster(
                 n_workers=n_workers,
