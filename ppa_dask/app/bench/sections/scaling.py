@@ -94,8 +94,21 @@ def section_scaling(s, say, tmp, scratch):
             floor_s={"two": f2, "one": f1},
             ideal_ratio=ideal,
             note=(
-                f"the same passes with no work ({n_chunks} chunks of 256 rows): {f2:.2f} s on "
+                f"the repeats (a fresh cluster each, the median of its fits) "
+                f"{_spread(times['two'])} s on {WORKERS} workers, {_spread(times['one'])} s on "
+                f"1; the same passes with no work ({n_chunks} chunks of 256 rows): {f2:.2f} s on "
                 f"{WORKERS} workers, {f1:.2f} s on 1; at most {ideal:.2f}x if the rest halved"
             ),
         )
     ]
+
+
+def _spread(values):
+    """``"lowest-highest"`` of some times, to two decimals.
+
+    Examples
+    --------
+    >>> _spread([0.61, 0.5, 0.55])
+    '0.50-0.61'
+    """
+    return f"{min(values):.2f}-{max(values):.2f}"
