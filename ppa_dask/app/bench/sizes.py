@@ -54,7 +54,7 @@ SIZES = {
         cube_repeats=3,
         spec_repeats=2,
         # a fresh cluster per repeat: the clusters differ more than the fits on one cluster do
-        # (medians of 5 fits per cluster 0.50-0.62 s on 2 workers, 0.76-0.96 s on 1, in runs of
+        # (medians of 5 fits per cluster 0.50-0.62 s on 2 workers, 0.76-1.01 s on 1, in runs of
         # the row alone), and 5 of each put the row's median less at the mercy of one of them
         scaling_repeats=5,
         # about one fit in five on the development VM spends 0.6-1.2 s more faulting in its
