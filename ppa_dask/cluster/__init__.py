@@ -7,7 +7,8 @@ per concept:
 
 * :mod:`.local` -- :func:`local_client`, a LocalCluster of one-BLAS-thread worker processes on
   the loopback interface, and :func:`dashboard_link`; :mod:`.cores` pins its workers to cores
-  of their own;
+  of their own, :mod:`.closing` keeps out of the output what distributed logs of a shutdown
+  working as intended;
 * :mod:`.files` -- cluster files (:func:`read_cluster_config`), their schema, TLS
   (:func:`make_security`) and the types of SLURM / PBS ``options``;
 * :mod:`.jobqueue` -- SLURM and PBS clusters through dask-jobqueue (:func:`job_script`), and

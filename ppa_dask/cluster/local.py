@@ -23,7 +23,7 @@ import logging
 import numbers
 import os
 
-from ppa_dask.cluster import cores
+from ppa_dask.cluster import closing, cores
 from ppa_dask.utils.blas import BLAS_THREAD_VARIABLES
 
 __all__ = [
@@ -76,9 +76,10 @@ def _worker_environment(layout=None):
     profiler sampling every :data:`PROFILE_INTERVAL` and event loops checked every
     :data:`TICK_INTERVAL` (:data:`QUIET_SETTINGS`, each unless the caller's configuration
     changed Dask's default; the nanny hands the configuration to its workers, and the
-    scheduler made in this context reads it too). With ``layout`` (a
-    :func:`ppa_dask.cluster.cores.cores_layout`), each worker also preloads
-    :mod:`ppa_dask.cluster.cores`, which pins it to cores of its own.
+    scheduler made in this context reads it too). Each worker preloads
+    :mod:`ppa_dask.cluster.closing`, which keeps its shutdown quiet, and with ``layout`` (a
+    :func:`ppa_dask.cluster.cores.cores_layout`) also :mod:`ppa_dask.cluster.cores`, which pins
+    it to cores of its own.
 
     The nanny reads ``distributed.nanny.pre-spawn-environ`` when it is created, but lets a
     variable already set in the parent's environment override the configured value (a value of
@@ -96,11 +97,11 @@ def _worker_environment(layout=None):
     if MALLOC_TRIM_VARIABLE not in os.environ:
         pre_spawn[MALLOC_TRIM_VARIABLE] = None
     settings = {"distributed.nanny.pre-spawn-environ": pre_spawn}
-    if layout is not None:
-        preload = list(dask.config.get("distributed.worker.preload", default=[]) or [])
-        if cores.__name__ not in preload:
-            preload.append(cores.__name__)
-        settings["distributed.worker.preload"] = preload
+    preload = list(dask.config.get("distributed.worker.preload", default=[]) or [])
+    for module in (closing, cores) if layout is not None else (closing,):
+        if module.__name__ not in preload:
+            preload.append(module.__name__)
+    settings["distributed.worker.preload"] = preload
     shipped = dask.config.merge(*dask.config.defaults)
     for key, value in QUIET_SETTINGS.items():
         if dask.config.get(key) == dask.config.get(key, config=shipped):
@@ -227,17 +228,12 @@ def local_client(
                 client.close()
         finally:
             nanny_log = logging.getLogger("distributed.nanny")
-            nanny_log.addFilter(_slow_exit_at_close)
+            slow_exit = closing.SlowExitAtClose()
+            nanny_log.addFilter(slow_exit)
             try:
                 cluster.close()
             finally:
-                nanny_log.removeFilter(_slow_exit_at_close)
-
-
-def _slow_exit_at_close(record):
-    # closing the cluster kills a worker process that has not exited 4 s after being asked to
-    # (a loaded machine): that is the shutdown working as intended, not a fault to report
-    return not record.getMessage().startswith("Worker process still alive after")
+                nanny_log.removeFilter(slow_exit)
 
 
 def dashboard_link(client):

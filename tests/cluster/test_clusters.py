@@ -7,6 +7,7 @@ Everything binds to 127.0.0.1; every process started here is stopped here.
 
 import datetime
 import os
+import time
 
 import dask.array as da
 import numpy as np
@@ -241,6 +242,41 @@ def test_local_clusters_wake_less_often_unless_configured(
     assert on_worker == expected_ms
     assert on_scheduler in (None, expected_ms)
     assert dask.config.get(key) == shipped
+
+
+def _answer_heartbeats_late(dask_scheduler, seconds):
+    import asyncio
+
+    answer = dask_scheduler.handlers["heartbeat_worker"]
+    waiting = dask_scheduler.heartbeats_waiting = []
+
+    async def late(**message):
+        waiting.append(message["address"])
+        await asyncio.sleep(seconds)
+        return answer(**message)
+
+    dask_scheduler.handlers["heartbeat_worker"] = late
+
+
+def _heartbeats_waiting(dask_scheduler):
+    return len(dask_scheduler.heartbeats_waiting)
+
+
+def test_closing_a_local_cluster_reports_nothing_of_a_heartbeat_it_cut_short(capfd):
+    """A worker closing while its heartbeat awaits the scheduler's answer closes that connection
+    itself, and distributed logs the heartbeat's failure as an error with a traceback (in the
+    worker process, whose stderr is this one's): the shutdown working, not a fault. The
+    scheduler here answers heartbeats 10 s late, and the cluster closes once one is waiting."""
+    from ppa_dask.cluster.local import local_client
+
+    with local_client(n_workers=1, dashboard_address=None) as client:
+        client.run_on_scheduler(_answer_heartbeats_late, seconds=10)
+        deadline = time.monotonic() + 10
+        while not client.run_on_scheduler(_heartbeats_waiting):
+            assert time.monotonic() < deadline, "no heartbeat reached the scheduler in 10 s"
+            time.sleep(0.1)
+    err = capfd.readouterr().err
+    assert "heartbeat" not in err and "distributed." not in err, err
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,82 @@
+"""Local clusters that close quietly: distributed's reports of a shutdown working as intended.
+
+Closing a :func:`ppa_dask.cluster.local_client` cluster, distributed logs two things that are
+not faults, and a command that printed them would look as if it had failed:
+
+* the nanny's ``Worker process still alive after ... seconds, killing`` (in this process): on a
+  loaded machine a worker process took longer than 4 s to exit, and the nanny ended it, which
+  is what closing asks for (:class:`SlowExitAtClose`, installed by
+  :func:`ppa_dask.cluster.local_client` while it closes the cluster);
+* a worker's ``Failed to communicate with scheduler during heartbeat.``, an error with a
+  traceback (in the worker process, whose stderr is the command's): a closing worker closes its
+  connections to the scheduler, also the one on which a heartbeat awaits its answer, and that
+  heartbeat then fails (:class:`HeartbeatCutShortByClosing`, installed in every worker by this
+  module's preload hook :func:`dask_setup`).
+
+Each filter drops only its own message, and the worker's only while that worker is closing:
+a heartbeat that fails while the worker runs is still reported.
+
+Examples
+--------
+>>> import logging
+>>> record = logging.makeLogRecord({"msg": "Worker process still alive after 4.0 seconds"})
+>>> SlowExitAtClose().filter(record)
+False
+"""
+
+from __future__ import annotations
+
+import logging
+
+__all__ = [
+    "HEARTBEAT_FAILURE",
+    "SLOW_EXIT",
+    "HeartbeatCutShortByClosing",
+    "SlowExitAtClose",
+    "dask_setup",
+]
+
+#: How distributed's nanny starts the message of a worker process it kills at close.
+SLOW_EXIT = "Worker process still alive after"
+#: distributed's worker's message when a heartbeat to the scheduler fails.
+HEARTBEAT_FAILURE = "Failed to communicate with scheduler during heartbeat."
+#: The statuses (names of :class:`distributed.core.Status`) of a worker that is closing.
+_CLOSING = frozenset({"closing", "closing_gracefully", "closed"})
+
+
+class SlowExitAtClose(logging.Filter):
+    """Drop the nanny's record of a worker process it killed at close."""
+
+    def filter(self, record):
+        return not record.getMessage().startswith(SLOW_EXIT)
+
+
+class HeartbeatCutShortByClosing(logging.Filter):
+    """Drop the record of a failed heartbeat of ``worker`` while it is closing.
+
+    Examples
+    --------
+    >>> import logging, types
+    >>> record = logging.makeLogRecord({"msg": HEARTBEAT_FAILURE})
+    >>> worker = types.SimpleNamespace(status=types.SimpleNamespace(name="closing"))
+    >>> HeartbeatCutShortByClosing(worker).filter(record)
+    False
+    >>> worker.status.name = "running"
+    >>> HeartbeatCutShortByClosing(worker).filter(record)
+    True
+    """
+
+    def __init__(self, worker):
+        super().__init__()
+        self.worker = worker
+
+    def filter(self, record):
+        if record.getMessage() != HEARTBEAT_FAILURE:
+            return True
+        return getattr(self.worker.status, "name", None) not in _CLOSING
+
+
+def dask_setup(worker):
+    """Distributed's preload hook, run in each worker process as it starts: filter the
+    worker's heartbeat failures while it closes."""
+    logging.getLogger("distributed.worker").addFilter(HeartbeatCutShortByClosing(worker))
