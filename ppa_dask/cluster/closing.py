@@ -1,26 +1,28 @@
 """Local clusters that close quietly: distributed's reports of a shutdown working as intended.
 
-Closing a :func:`ppa_dask.cluster.local_client` cluster, distributed logs two things that are
-not faults, and a command that printed them would look as if it had failed:
+Closing a :func:`ppa_dask.cluster.local_client` cluster, distributed logs things that are not
+faults, and a command that printed them would look as if it had failed:
 
-* the nanny's ``Worker process still alive after ... seconds, killing`` (in this process): on a
-  loaded machine a worker process took longer than 4 s to exit, and the nanny ended it, which
-  is what closing asks for (:class:`SlowExitAtClose`, installed by
-  :func:`ppa_dask.cluster.local_client` while it closes the cluster);
+* in this process (:class:`ClosingClusterNoise`, installed by
+  :func:`ppa_dask.cluster.local_client` while it closes the cluster): the nanny's ``Worker
+  process still alive after ... seconds, killing`` (on a loaded machine a worker process took
+  longer than 4 s to exit, and the nanny ended it, which is what closing asks for), and the
+  scheduler's ``Received heartbeat from unregistered worker`` (closing removes the workers
+  from the scheduler first, and a heartbeat one sent before it was stopped arrived after);
 * a worker's ``Failed to communicate with scheduler during heartbeat.``, an error with a
   traceback (in the worker process, whose stderr is the command's): a closing worker closes its
   connections to the scheduler, also the one on which a heartbeat awaits its answer, and that
   heartbeat then fails (:class:`HeartbeatCutShortByClosing`, installed in every worker by this
   module's preload hook :func:`dask_setup`).
 
-Each filter drops only its own message, and the worker's only while that worker is closing:
-a heartbeat that fails while the worker runs is still reported.
+Each filter drops only its own messages, and only while the cluster or the worker is closing:
+a heartbeat that fails while the cluster runs is still reported.
 
 Examples
 --------
 >>> import logging
 >>> record = logging.makeLogRecord({"msg": "Worker process still alive after 4.0 seconds"})
->>> SlowExitAtClose().filter(record)
+>>> ClosingClusterNoise().filter(record)
 False
 """
 
@@ -30,25 +32,32 @@ import logging
 
 __all__ = [
     "HEARTBEAT_FAILURE",
+    "LATE_HEARTBEAT",
     "SLOW_EXIT",
+    "ClosingClusterNoise",
     "HeartbeatCutShortByClosing",
-    "SlowExitAtClose",
     "dask_setup",
 ]
 
 #: How distributed's nanny starts the message of a worker process it kills at close.
 SLOW_EXIT = "Worker process still alive after"
+#: How distributed's scheduler starts the message of a heartbeat from a worker it removed.
+LATE_HEARTBEAT = "Received heartbeat from unregistered worker"
 #: distributed's worker's message when a heartbeat to the scheduler fails.
 HEARTBEAT_FAILURE = "Failed to communicate with scheduler during heartbeat."
 #: The statuses (names of :class:`distributed.core.Status`) of a worker that is closing.
 _CLOSING = frozenset({"closing", "closing_gracefully", "closed"})
 
 
-class SlowExitAtClose(logging.Filter):
-    """Drop the nanny's record of a worker process it killed at close."""
+class ClosingClusterNoise(logging.Filter):
+    """Drop the nanny's record of a worker process it killed and the scheduler's of a worker's
+    heartbeat after its removal: installed on their loggers while a cluster closes."""
+
+    #: The loggers whose records it sees.
+    LOGGERS = ("distributed.nanny", "distributed.scheduler")
 
     def filter(self, record):
-        return not record.getMessage().startswith(SLOW_EXIT)
+        return not record.getMessage().startswith((SLOW_EXIT, LATE_HEARTBEAT))
 
 
 class HeartbeatCutShortByClosing(logging.Filter):

@@ -227,13 +227,15 @@ def local_client(
             finally:
                 client.close()
         finally:
-            nanny_log = logging.getLogger("distributed.nanny")
-            slow_exit = closing.SlowExitAtClose()
-            nanny_log.addFilter(slow_exit)
+            noise = closing.ClosingClusterNoise()
+            loggers = [logging.getLogger(name) for name in noise.LOGGERS]
+            for logger in loggers:
+                logger.addFilter(noise)
             try:
                 cluster.close()
             finally:
-                nanny_log.removeFilter(slow_exit)
+                for logger in loggers:
+                    logger.removeFilter(noise)
 
 
 def dashboard_link(client):

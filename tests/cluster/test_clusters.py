@@ -262,6 +262,13 @@ def _heartbeats_waiting(dask_scheduler):
     return len(dask_scheduler.heartbeats_waiting)
 
 
+def _wait_for_a_heartbeat(client):
+    deadline = time.monotonic() + 10
+    while not client.run_on_scheduler(_heartbeats_waiting):
+        assert time.monotonic() < deadline, "no heartbeat reached the scheduler in 10 s"
+        time.sleep(0.1)
+
+
 def test_closing_a_local_cluster_reports_nothing_of_a_heartbeat_it_cut_short(capfd):
     """A worker closing while its heartbeat awaits the scheduler's answer closes that connection
     itself, and distributed logs the heartbeat's failure as an error with a traceback (in the
@@ -271,12 +278,42 @@ def test_closing_a_local_cluster_reports_nothing_of_a_heartbeat_it_cut_short(cap
 
     with local_client(n_workers=1, dashboard_address=None) as client:
         client.run_on_scheduler(_answer_heartbeats_late, seconds=10)
-        deadline = time.monotonic() + 10
-        while not client.run_on_scheduler(_heartbeats_waiting):
-            assert time.monotonic() < deadline, "no heartbeat reached the scheduler in 10 s"
-            time.sleep(0.1)
+        _wait_for_a_heartbeat(client)
     err = capfd.readouterr().err
     assert "heartbeat" not in err and "distributed." not in err, err
+
+
+def _answer_heartbeats_once_removed(dask_scheduler):
+    import asyncio
+
+    answer = dask_scheduler.handlers["heartbeat_worker"]
+    waiting = dask_scheduler.heartbeats_waiting = []
+
+    async def once_removed(**message):
+        waiting.append(message["address"])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while message["address"] in dask_scheduler.workers and loop.time() < deadline:
+            await asyncio.sleep(0.001)
+        return answer(**message)
+
+    dask_scheduler.handlers["heartbeat_worker"] = once_removed
+
+
+def test_closing_a_local_cluster_reports_nothing_of_a_heartbeat_after_the_workers_removal(
+    capfd, caplog
+):
+    """Closing removes the workers from the scheduler before it stops them; a heartbeat that
+    arrives in between makes the scheduler (in this process) warn of an unregistered worker.
+    Here the scheduler reads a waiting heartbeat only once its worker is removed."""
+    from ppa_dask.cluster.local import local_client
+
+    with local_client(n_workers=1, dashboard_address=None) as client:
+        client.run_on_scheduler(_answer_heartbeats_once_removed)
+        _wait_for_a_heartbeat(client)
+    records = [r.getMessage() for r in caplog.records if r.name.startswith("distributed")]
+    err = capfd.readouterr().err
+    assert records == [] and "distributed." not in err, (records, err)
 
 
 # ---------------------------------------------------------------------------------------------
