@@ -11,6 +11,7 @@ Ctrl-C raising KeyboardInterrupt. On Kubernetes (none here) the signal comes whi
 KubeCluster, replaced by one that waits, waits for its pods: the same one line.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 
 ROOT = str(paths.ROOT)
-# several passes of a few seconds on 2 workers: the signal comes while they run
+# several passes on 2 workers; the workers are held still while the signal comes
 FIT = ["--degree", "1-3", "--n-components", "5", "--seed", "0"]
 SIGNALS = [
     (signal.SIGTERM, 143, "terminated (SIGTERM): stopped, nothing saved"),
@@ -57,25 +58,45 @@ def data(tmp_path_factory):
 @pytest.fixture
 def scheduler(tmp_path_factory):
     """The address of a ``dask scheduler`` with two ``dask worker`` processes (127.0.0.1),
-    fresh for each test: on workers that have run the fit once it takes 0.3 s, over before
-    the signal; on new ones it takes seconds (they load the compiled kernels first)."""
+    fresh for each test."""
     with processes.dask_cluster(tmp_path_factory.mktemp("scheduler"), _env()) as address:
         yield address
 
 
-def _signal_mid_fit(args, tmp_path, signum):
-    """Run the command, send ``signum`` once the fit runs; the command and seconds to exit."""
+def _signal_mid_fit(args, tmp_path, signum, worker_pids=None):
+    """Run the command, send ``signum`` mid-fit; the command and seconds to exit.
+
+    The fit takes under a second once the workers have loaded their kernels, so a signal sent
+    some time after the fit began could come after its end. Instead the worker processes
+    (``worker_pids``, or the command's own children) are suspended as the fit begins, the
+    signal is sent while they hold the fit mid-pass, and they are resumed half a second later
+    to let the command close its cluster."""
     cmd = processes.Command(args, _env(), str(tmp_path), 300)
     cmd.until("fitting PPA(")
-    time.sleep(1.0)  # inside the fit's passes, not at their start
-    assert cmd.proc.poll() is None, "the fit ended before the signal"
     children = psutil.Process(cmd.proc.pid).children(recursive=True)
-    sent = time.monotonic() - cmd.start
-    cmd.proc.send_signal(signum)
+    held = children if worker_pids is None else [psutil.Process(pid) for pid in worker_pids]
+    for process in held:
+        process.suspend()
+    try:
+        assert cmd.proc.poll() is None, "the command ended before the signal"
+        sent = time.monotonic() - cmd.start
+        cmd.proc.send_signal(signum)
+        time.sleep(0.5)
+    finally:
+        for process in held:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.resume()
     code, out, err = cmd.wait()
     # the fit's summary line would say it was over before the signal
     assert not [line for line in out if "] fit: " in line], out
     return code, out, err, cmd.end - sent, children
+
+
+def _worker_pids(scheduler):
+    from distributed import Client
+
+    with Client(scheduler, set_as_default=False, timeout=30) as client:
+        return list(client.run(os.getpid).values())
 
 
 def _one_error_line(err):
@@ -111,7 +132,10 @@ def test_a_signal_mid_fit_on_a_scheduler_address(data, scheduler, tmp_path, sign
     out_dir.mkdir()
     model = out_dir / "model.zarr"
     code, out, err, took, _ = _signal_mid_fit(
-        ["fit", data, str(model), *FIT, "--scheduler", scheduler], tmp_path, signum
+        ["fit", data, str(model), *FIT, "--scheduler", scheduler],
+        tmp_path,
+        signum,
+        worker_pids=_worker_pids(scheduler),
     )
     assert f"scheduler {scheduler}" in "\n".join(out)
     assert code == status, err
