@@ -402,13 +402,37 @@ def cluster_processes(tmp_path, **scheduler_env):
             p.wait(timeout=30)
 
 
+@contextlib.contextmanager
+def _workers_held(pids):
+    """The worker processes ``pids`` suspended while the block runs: the fit held mid-pass, so
+    that a fault aimed at it falls inside it (a fit on workers that have loaded their kernels
+    can end within a second of its start)."""
+    import psutil
+
+    held = [psutil.Process(pid) for pid in pids]
+    for process in held:
+        process.suspend()
+    try:
+        yield
+    finally:
+        for process in held:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.resume()
+
+
+def _worker_pids(client):
+    return list(client.run(os.getpid).values())
+
+
 def test_scheduler_killed_mid_fit(fit_input, tmp_path):
     model = tmp_path / "out" / "m.zarr"
-    with cluster_processes(tmp_path) as (address, _, scheduler):
+    with cluster_processes(tmp_path) as (address, client, scheduler):
+        workers = _worker_pids(client)
         command = Command(["fit", fit_input, model, "--scheduler", address], tmp_path)
         command.wait_for("fitting PPA")
-        time.sleep(1.0)
-        scheduler.kill()
+        with _workers_held(workers):
+            time.sleep(0.5)  # the fit's first tasks on the held workers
+            scheduler.kill()
         t0 = time.monotonic()
         status, err = command.finish(120)
         took = time.monotonic() - t0
@@ -467,12 +491,14 @@ def test_connection_to_the_scheduler_cut_mid_fit(fit_input, tmp_path):
     # the scheduler lives on; the command's connection to it (through a relay) is cut and
     # cannot be made again
     model = tmp_path / "m.zarr"
-    with cluster_processes(tmp_path) as (address, _, _):
+    with cluster_processes(tmp_path) as (address, client, _):
+        workers = _worker_pids(client)
         proxy = _Proxy(address)
         command = Command(["fit", fit_input, model, "--scheduler", proxy.address], tmp_path)
         command.wait_for("fitting PPA")
-        time.sleep(1.0)
-        proxy.cut()
+        with _workers_held(workers):
+            time.sleep(0.5)  # the fit's first tasks on the held workers
+            proxy.cut()
         status, err = command.finish(120)
     assert status == assert_row("connection-lost", err, scheduler=proxy.address, model=model)
     assert not model.exists()
@@ -486,8 +512,14 @@ def test_worker_killed_beyond_the_retries(fit_input, tmp_path):
         client,
         _,
     ):
+        workers = _worker_pids(client)
         command = Command(["fit", fit_input, model, "--scheduler", address], tmp_path)
         command.wait_for("fitting PPA")
+        # held, the first worker cannot finish the fit before it is killed, its task given
+        with _workers_held(workers):
+            time.sleep(0.5)
+            for pid in workers:
+                os.kill(pid, signal.SIGKILL)
         t0 = time.monotonic()
         # kill the worker (its nanny starts another) until a death falls on a running task
         while command.proc.poll() is None and time.monotonic() - t0 < 120:

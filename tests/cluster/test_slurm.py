@@ -9,6 +9,7 @@ only where SLURM cannot be had (not root, no apt-get, packages not installable);
 test's jobs carry a name of their own and are cancelled after it whatever happened.
 """
 
+import contextlib
 import os
 import re
 import signal
@@ -19,6 +20,7 @@ import time
 import numpy as np
 import paths
 import processes
+import psutil
 import pytest
 import yaml
 import zarr
@@ -100,6 +102,24 @@ def _squeue(slurm, name):
 def _alive(slurm, name):
     ended = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
     return [job for job in _squeue(slurm, name) if job[1] not in ended]
+
+
+def _job_processes(slurm, jobs):
+    """The processes of running jobs on this one node (``scontrol listpids``)."""
+    found = []
+    for job in jobs:
+        listed = subprocess.run(
+            ["scontrol", "listpids", job],
+            env=_env(slurm),
+            timeout=30,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()[1:]  # a header line first
+        for line in listed:
+            with contextlib.suppress(psutil.NoSuchProcess, ValueError, IndexError):
+                found.append(psutil.Process(int(line.split()[0])))
+    return found
 
 
 @pytest.fixture
@@ -336,13 +356,24 @@ def test_a_signal_mid_fit_cancels_the_jobs_and_saves_nothing(
     cluster = _cluster_file(tmp_path, job_name, kind=kind)
     model = tmp_path / "model.zarr"
     cmd = Command(["fit", path, str(model), *FIT, "--cluster", cluster], slurm, tmp_path, 180)
-    # inside the fit's passes (a Dask fit's step lines all come at its end, about a second
-    # before the model is saved: too late a moment to aim at)
+    # inside the fit's passes: the processes of the workers' jobs are suspended as the fit
+    # begins (a fit on workers that have loaded their kernels can end within a second) and
+    # the signal comes while they hold it; they are resumed half a second later
     cmd.until("fitting PPA(")
-    time.sleep(1.0)
-    assert len(_alive(slurm, job_name)) == 2
-    sent = time.monotonic() - cmd.start
-    cmd.proc.send_signal(signum)
+    jobs = [job for job, _ in _alive(slurm, job_name)]
+    assert len(jobs) == 2
+    held = _job_processes(slurm, jobs)
+    assert held, f"no processes of the jobs {jobs} on this node"
+    for process in held:
+        process.suspend()
+    try:
+        sent = time.monotonic() - cmd.start
+        cmd.proc.send_signal(signum)
+        time.sleep(0.5)
+    finally:
+        for process in held:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.resume()
     status, out, err = cmd.wait()
     assert not [line for line in out if "] fit: " in line], out  # the fit was not over
     assert status == code
