@@ -1,7 +1,8 @@
 """Child processes for the tests: a Python process killed with SIGKILL at a moment it announces
 (what a killed batch job leaves behind), a ``python -m ppa_dask`` command followed line by
 line under a bound on its whole run (signals, lost jobs), and a ``dask scheduler`` with two
-``dask worker`` processes (:func:`dask_cluster`), stopped by :func:`stop`.
+``dask worker`` processes (:func:`dask_cluster`), stopped by :func:`stop`; and
+:func:`held_still`, processes suspended while a block runs.
 """
 
 import contextlib
@@ -33,6 +34,25 @@ def stop(procs):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait(timeout=20)
+
+
+@contextlib.contextmanager
+def held_still(pids):
+    """The processes ``pids`` suspended while the block runs, resumed after (those that are
+    gone by then excepted): a fit's workers held, so that a fault aimed at the fit falls
+    inside it, however fast it is (on workers that have loaded their kernels a test's fit
+    ends within a second of its start)."""
+    import psutil
+
+    held = [psutil.Process(pid) for pid in pids]
+    for process in held:
+        process.suspend()
+    try:
+        yield
+    finally:
+        for process in held:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.resume()
 
 
 @contextlib.contextmanager

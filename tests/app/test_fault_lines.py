@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import paths
 import pytest
-from processes import ONE_THREAD
+from processes import ONE_THREAD, held_still
 
 from ppa_dask import PPA, datasets
 from ppa_dask.store import save_model
@@ -402,24 +402,6 @@ def cluster_processes(tmp_path, **scheduler_env):
             p.wait(timeout=30)
 
 
-@contextlib.contextmanager
-def _workers_held(pids):
-    """The worker processes ``pids`` suspended while the block runs: the fit held mid-pass, so
-    that a fault aimed at it falls inside it (a fit on workers that have loaded their kernels
-    can end within a second of its start)."""
-    import psutil
-
-    held = [psutil.Process(pid) for pid in pids]
-    for process in held:
-        process.suspend()
-    try:
-        yield
-    finally:
-        for process in held:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.resume()
-
-
 def _worker_pids(client):
     return list(client.run(os.getpid).values())
 
@@ -430,7 +412,7 @@ def test_scheduler_killed_mid_fit(fit_input, tmp_path):
         workers = _worker_pids(client)
         command = Command(["fit", fit_input, model, "--scheduler", address], tmp_path)
         command.wait_for("fitting PPA")
-        with _workers_held(workers):
+        with held_still(workers):
             time.sleep(0.5)  # the fit's first tasks on the held workers
             scheduler.kill()
         t0 = time.monotonic()
@@ -496,7 +478,7 @@ def test_connection_to_the_scheduler_cut_mid_fit(fit_input, tmp_path):
         proxy = _Proxy(address)
         command = Command(["fit", fit_input, model, "--scheduler", proxy.address], tmp_path)
         command.wait_for("fitting PPA")
-        with _workers_held(workers):
+        with held_still(workers):
             time.sleep(0.5)  # the fit's first tasks on the held workers
             proxy.cut()
         status, err = command.finish(120)
@@ -516,7 +498,7 @@ def test_worker_killed_beyond_the_retries(fit_input, tmp_path):
         command = Command(["fit", fit_input, model, "--scheduler", address], tmp_path)
         command.wait_for("fitting PPA")
         # held, the first worker cannot finish the fit before it is killed, its task given
-        with _workers_held(workers):
+        with held_still(workers):
             time.sleep(0.5)
             for pid in workers:
                 os.kill(pid, signal.SIGKILL)

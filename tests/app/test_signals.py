@@ -11,7 +11,6 @@ Ctrl-C raising KeyboardInterrupt. On Kubernetes (none here) the signal comes whi
 KubeCluster, replaced by one that waits, waits for its pods: the same one line.
 """
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -74,18 +73,11 @@ def _signal_mid_fit(args, tmp_path, signum, worker_pids=None):
     cmd = processes.Command(args, _env(), str(tmp_path), 300)
     cmd.until("fitting PPA(")
     children = psutil.Process(cmd.proc.pid).children(recursive=True)
-    held = children if worker_pids is None else [psutil.Process(pid) for pid in worker_pids]
-    for process in held:
-        process.suspend()
-    try:
+    with processes.held_still(worker_pids or [child.pid for child in children]):
         assert cmd.proc.poll() is None, "the command ended before the signal"
         sent = time.monotonic() - cmd.start
         cmd.proc.send_signal(signum)
         time.sleep(0.5)
-    finally:
-        for process in held:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.resume()
     code, out, err = cmd.wait()
     # the fit's summary line would say it was over before the signal
     assert not [line for line in out if "] fit: " in line], out

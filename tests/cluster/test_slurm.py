@@ -9,7 +9,6 @@ only where SLURM cannot be had (not root, no apt-get, packages not installable);
 test's jobs carry a name of their own and are cancelled after it whatever happened.
 """
 
-import contextlib
 import os
 import re
 import signal
@@ -20,7 +19,6 @@ import time
 import numpy as np
 import paths
 import processes
-import psutil
 import pytest
 import yaml
 import zarr
@@ -104,9 +102,10 @@ def _alive(slurm, name):
     return [job for job in _squeue(slurm, name) if job[1] not in ended]
 
 
-def _job_processes(slurm, jobs):
-    """The processes of running jobs on this one node (``scontrol listpids``)."""
-    found = []
+def _job_pids(slurm, jobs):
+    """The process ids of running jobs on this one node (``scontrol listpids``: a header line,
+    then one process a line, its id first)."""
+    pids = []
     for job in jobs:
         listed = subprocess.run(
             ["scontrol", "listpids", job],
@@ -115,11 +114,9 @@ def _job_processes(slurm, jobs):
             check=True,
             capture_output=True,
             text=True,
-        ).stdout.splitlines()[1:]  # a header line first
-        for line in listed:
-            with contextlib.suppress(psutil.NoSuchProcess, ValueError, IndexError):
-                found.append(psutil.Process(int(line.split()[0])))
-    return found
+        ).stdout.splitlines()[1:]
+        pids += [int(line.split()[0]) for line in listed if line.split()[:1] != ["-1"]]
+    return pids
 
 
 @pytest.fixture
@@ -362,18 +359,12 @@ def test_a_signal_mid_fit_cancels_the_jobs_and_saves_nothing(
     cmd.until("fitting PPA(")
     jobs = [job for job, _ in _alive(slurm, job_name)]
     assert len(jobs) == 2
-    held = _job_processes(slurm, jobs)
-    assert held, f"no processes of the jobs {jobs} on this node"
-    for process in held:
-        process.suspend()
-    try:
+    pids = _job_pids(slurm, jobs)
+    assert pids, f"no processes of the jobs {jobs} on this node"
+    with processes.held_still(pids):
         sent = time.monotonic() - cmd.start
         cmd.proc.send_signal(signum)
         time.sleep(0.5)
-    finally:
-        for process in held:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.resume()
     status, out, err = cmd.wait()
     assert not [line for line in out if "] fit: " in line], out  # the fit was not over
     assert status == code
