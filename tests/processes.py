@@ -2,7 +2,7 @@
 (what a killed batch job leaves behind), a ``python -m ppa_dask`` command followed line by
 line under a bound on its whole run (signals, lost jobs), and a ``dask scheduler`` with two
 ``dask worker`` processes (:func:`dask_cluster`), stopped by :func:`stop`; and
-:func:`held_still`, processes suspended while a block runs.
+:func:`held_still`, processes (such as :func:`worker_pids`) suspended while a block runs.
 """
 
 import contextlib
@@ -45,14 +45,20 @@ def held_still(pids):
     import psutil
 
     held = [psutil.Process(pid) for pid in pids]
-    for process in held:
-        process.suspend()
     try:
+        for process in held:
+            process.suspend()
         yield
     finally:
+        # also after a failed suspension: none is left stopped
         for process in held:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.resume()
+
+
+def worker_pids(client):
+    """The process id of each worker of ``client``'s scheduler: ``{worker address: pid}``."""
+    return client.run(os.getpid)
 
 
 @contextlib.contextmanager

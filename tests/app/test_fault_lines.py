@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import paths
 import pytest
-from processes import ONE_THREAD, held_still
+from processes import ONE_THREAD, held_still, worker_pids
 
 from ppa_dask import PPA, datasets
 from ppa_dask.store import save_model
@@ -402,14 +402,10 @@ def cluster_processes(tmp_path, **scheduler_env):
             p.wait(timeout=30)
 
 
-def _worker_pids(client):
-    return list(client.run(os.getpid).values())
-
-
 def test_scheduler_killed_mid_fit(fit_input, tmp_path):
     model = tmp_path / "out" / "m.zarr"
     with cluster_processes(tmp_path) as (address, client, scheduler):
-        workers = _worker_pids(client)
+        workers = list(worker_pids(client).values())
         command = Command(["fit", fit_input, model, "--scheduler", address], tmp_path)
         command.wait_for("fitting PPA")
         with held_still(workers):
@@ -474,7 +470,7 @@ def test_connection_to_the_scheduler_cut_mid_fit(fit_input, tmp_path):
     # cannot be made again
     model = tmp_path / "m.zarr"
     with cluster_processes(tmp_path) as (address, client, _):
-        workers = _worker_pids(client)
+        workers = list(worker_pids(client).values())
         proxy = _Proxy(address)
         command = Command(["fit", fit_input, model, "--scheduler", proxy.address], tmp_path)
         command.wait_for("fitting PPA")
@@ -494,7 +490,7 @@ def test_worker_killed_beyond_the_retries(fit_input, tmp_path):
         client,
         _,
     ):
-        workers = _worker_pids(client)
+        workers = list(worker_pids(client).values())
         command = Command(["fit", fit_input, model, "--scheduler", address], tmp_path)
         command.wait_for("fitting PPA")
         # held, the first worker cannot finish the fit before it is killed, its task given

@@ -19,7 +19,7 @@ import warnings
 import dask.array as da
 import numpy as np
 import pytest
-from processes import kill_when_printed
+from processes import kill_when_printed, worker_pids
 from sklearn.linear_model import Ridge
 
 from ppa_dask import datasets
@@ -42,10 +42,6 @@ def client():
     ) as client:
         client.wait_for_workers(2, timeout=120)
         yield client
-
-
-def worker_pids(client):
-    return client.run(os.getpid)  # {worker address: pid}
 
 
 def kill_a_worker(client):

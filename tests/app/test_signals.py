@@ -88,7 +88,7 @@ def _worker_pids(scheduler):
     from distributed import Client
 
     with Client(scheduler, set_as_default=False, timeout=30) as client:
-        return list(client.run(os.getpid).values())
+        return list(processes.worker_pids(client).values())
 
 
 def _one_error_line(err):

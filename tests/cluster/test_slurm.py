@@ -115,7 +115,7 @@ def _job_pids(slurm, jobs):
             capture_output=True,
             text=True,
         ).stdout.splitlines()[1:]
-        pids += [int(line.split()[0]) for line in listed if line.split()[:1] != ["-1"]]
+        pids += [int(f[0]) for f in map(str.split, listed) if f and f[0].isdigit()]
     return pids
 
 
