@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ppa_dask.ppa import algebra as _algebra
 from ppa_dask.ppa import kernels
 from ppa_dask.ppa import steps as _steps
+from ppa_dask.ppa import wide as _wide
 from ppa_dask.ppa.drivers import (
     RESIDUAL_CACHES,
     DaskDriver,
@@ -64,6 +65,7 @@ PARAMETER_CONSTRAINTS = {
     "gd_max_iter": Integer(0),
     "gd_tol": Real(0),
     "lookahead": AnyOf(Options("auto"), Integer(0)),
+    "solver": Options("auto", "covariance", "gram"),
 }
 #: Most candidate degrees a PPA cross-validates (each is scored in every step's pass).
 MAX_CANDIDATE_DEGREES = 1000
@@ -227,6 +229,20 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         algebra for the steps gathered ahead costs more than the passes it saves). An integer
         is the number gathered, always; 0: one pass per step.
         Not used with a fixed degree above 1 nor with ``leading_vector="gd"``.
+    solver : {"auto", "covariance", "gram"}, default="auto"
+        How the steps reach the data. ``"covariance"``: from the ``d x d`` covariance, one pass
+        per step (exact; memory ``O(d^2)`` and ``O(d^3)`` per step on the client, fine up to a
+        few thousand features). ``"gram"``: in the span of the samples, for wide data (many
+        more features than samples, e.g. grid cells of a field): the ``n x n`` Gram matrix of
+        the centred samples in one pass along feature slabs, the steps fitted on the samples'
+        ``n x r`` coordinates, and the model mapped back to the features in a second pass
+        (:mod:`ppa_dask.ppa.wide`); cost linear in ``d``, no ``d x d`` object, the same model
+        to rounding. It needs ``n_components`` (at most the samples' rank minus one) and
+        ``3 * 8 * n^2`` bytes on the client, and its models hold no ``residual_basis_``, so
+        :meth:`jacobian` and :meth:`metric` (``d x d`` per sample) are refused.
+        ``"auto"``: ``"gram"`` when ``n_components`` is given and the features outnumber the
+        samples and are at least 1000 (:func:`ppa_dask.ppa.wide.choose_solver`), else
+        ``"covariance"``.
 
     Attributes
     ----------
@@ -243,9 +259,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         fixed row sample (a function of ``random_state`` and the row index only).
     alpha_ranges_ : ndarray of shape (n_steps, 2)
         Training range of each ``alpha_p``; the linear extrapolation starts at its ends.
-    residual_basis_ : ndarray of shape (n_features, n_features - n_steps)
+    residual_basis_ : ndarray of shape (n_features, n_features - n_steps) or None
         Orthonormal basis of the residual left after the last step, oriented so that the
-        leading vectors followed by these columns form a rotation (so ``det J = +1``).
+        leading vectors followed by these columns form a rotation (so ``det J = +1``). None
+        for ``solver_ == "gram"``.
     degrees_ : ndarray of shape (n_steps,)
     cv_scores_ : ndarray of shape (n_steps, n_candidates) or None
         Cross-validated mean squared error per sample for each candidate degree (None when
@@ -284,7 +301,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         ``gd_max_iter`` or a failed line search) and ``angle`` (radians between the
         eigenvector and ``e_p``).
     residual_cache_ : str
-        The residual strategy used (Dask input) or ``"memory"`` (numpy input).
+        The residual strategy used (Dask input) or ``"memory"`` (numpy input, and the Gram
+        path, whose residual is the samples' coordinates on the client).
+    solver_ : {"covariance", "gram"}
+        The solver used (``solver="auto"`` resolved).
 
     Examples
     --------
@@ -314,6 +334,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         gd_max_iter=20,
         gd_tol=1e-6,
         lookahead="auto",
+        solver="auto",
     ):
         self.n_components = n_components
         self.degree = degree
@@ -328,6 +349,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.gd_max_iter = gd_max_iter
         self.gd_tol = gd_tol
         self.lookahead = lookahead
+        self.solver = solver
 
     # ---------------------------------------------------------------------------------------
     # validation
@@ -411,8 +433,10 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             self._check_fold_rows(int(n_samples), candidates, fixed, seed)
         return int(n_features) if self.n_components is None else n_steps
 
-    def _validate_dask(self, X, reset, name="X"):
-        X = check_dask_samples(X, name, min_samples=1, min_features=2, who="PPA")
+    def _validate_dask(self, X, reset, name="X", merge_features=True):
+        X = check_dask_samples(
+            X, name, min_samples=1, min_features=2, who="PPA", merge_features=merge_features
+        )
         if reset:
             self.n_features_in_ = X.shape[1]
             if hasattr(self, "feature_names_in_"):
@@ -474,7 +498,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # the one test of the array type in a fit: the driver does the whole-array work
         in_dask = is_dask(X)
         if in_dask:
-            X = self._validate_dask(X, reset=True)
+            # feature chunks are kept for the Gram path's slabs, merged below otherwise
+            X = self._validate_dask(X, reset=True, merge_features=False)
         else:
             X = validate_data(
                 self,
@@ -490,6 +515,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # parameters are checked against the shape before the driver touches the data
         checked_params = self._check_params(*X.shape)
         seed = estimator_seed(self.random_state)  # drawn once, whichever data the fit reads
+        if self._solver_for(*X.shape) == "gram":
+            slabs = _wide.DaskSlabs(X) if in_dask else _wide.NumpySlabs(X)
+            return self._fit_gram(slabs, checked_params, seed, progress, X.dtype)
+        if in_dask and X.numblocks[1] != 1:
+            X = X.rechunk({1: -1})  # the covariance path's kernels take whole rows
 
         def fit_steps(checked, exponent, extra_passes):
             return self._fit_driver(
@@ -503,6 +533,61 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             # PPA is scale-equivariant: data whose moments float64 cannot hold are fitted
             # divided by a power of two and the model scaled back (ppa_dask.ppa.magnitude)
             return fit_in_range(self._driver_for(X, in_dask), fit_steps)
+
+    def _solver_for(self, n_samples, n_features):
+        """The solver of a fit of this shape, refusing what the Gram path cannot take."""
+        solver = _wide.choose_solver(self.solver, n_samples, n_features, self.n_components)
+        if solver != "gram":
+            return solver
+        if self.n_components is None:
+            raise ValueError(
+                "solver='gram' fits a given number of components: set n_components (all "
+                f"{n_features - 1} steps of {n_features} features need solver='covariance')"
+            )
+        need = _wide.gram_bytes(n_samples)
+        have = _wide.machine_memory_bytes()
+        if need > have // 2:
+            raise MemoryError(
+                f"solver='gram' on {n_samples} samples needs {need / 2**30:.1f} GiB on the "
+                f"client (three {n_samples} x {n_samples} float64 matrices), more than half "
+                f"of this machine's {have / 2**30:.1f} GiB"
+            )
+        return solver
+
+    def _fit_gram(self, slabs, checked_params, seed, progress, dtype):
+        """The Gram path (:func:`ppa_dask.ppa.wide.fit_wide`): two passes of ``slabs``."""
+        candidates, fixed, n_steps = checked_params
+        self._check_fold_rows(slabs.n_samples, candidates, fixed, seed)
+        d = int(slabs.n_features)
+        rtol = _algebra.rank_rtol(d, dtype)
+        settings = self._step_settings(checked_params, seed, rtol)
+        fitted = _wide.fit_wide(slabs, settings, progress, owner=self)
+        # fewer samples than features (and each polynomial step takes a sample-space
+        # direction): a rank below d is the samples'; it matters once the steps reach it
+        if fitted["rank_"] <= n_steps:
+            _warn_rank(fitted, rtol, d, n_steps)
+        for name, value in fitted.items():
+            setattr(self, name, value)
+        self.n_features_in_ = d
+        self.n_passes_ = slabs.n_passes
+        self.residual_cache_ = "memory"
+        self.solver_ = "gram"
+        return self
+
+    def _step_settings(self, checked_params, seed, rtol):
+        candidates, fixed, n_steps = checked_params
+        return _steps.StepSettings(
+            candidates=tuple(candidates),
+            n_steps=n_steps,
+            seed=seed,
+            cv=None if fixed else int(self.cv),
+            lookahead=self.lookahead,
+            leading_vector=self.leading_vector,
+            gd_max_iter=self.gd_max_iter,
+            gd_tol=self.gd_tol,
+            rank_rtol=rtol,
+            last_variance=self.n_components is None,
+        )
 
     def _driver_for(self, X, in_dask):
         if in_dask:
@@ -574,18 +659,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # the folds are known now, before any pass: refuse too few rows for them up front
         self._check_fold_rows(driver.n_samples, candidates, fixed, seed)
         rtol = _algebra.rank_rtol(driver.n_features, dtype)
-        settings = _steps.StepSettings(
-            candidates=tuple(candidates),
-            n_steps=n_steps,
-            seed=seed,
-            cv=None if fixed else int(self.cv),
-            lookahead=self.lookahead,
-            leading_vector=self.leading_vector,
-            gd_max_iter=self.gd_max_iter,
-            gd_tol=self.gd_tol,
-            rank_rtol=rtol,
-            last_variance=self.n_components is None,
-        )
+        settings = self._step_settings(checked_params, seed, rtol)
         fitted = _steps.fit_steps(driver, settings, progress, owner=self)
         if exponent:
             fitted = in_input_units(fitted, exponent)
@@ -595,6 +669,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.n_features_in_ = int(driver.n_features)
         self.n_passes_ = driver.n_passes + extra_passes
         self.residual_cache_ = driver.residual_cache
+        self.solver_ = "covariance"
         return self
 
     # ---------------------------------------------------------------------------------------
@@ -1028,7 +1103,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         ranges = array("alpha_ranges_", (n_steps, 2))
         if not (ranges[:, 0] <= ranges[:, 1]).all():
             bad("alpha_ranges_", "(low, high) pairs with low <= high", ranges.tolist())
-        array("residual_basis_", (d, d - n_steps))
+        solver = getattr(self, "solver_", None)
+        if solver not in ("covariance", "gram"):
+            bad("solver_", "'covariance' or 'gram'", repr(solver))
+        if solver == "covariance":
+            array("residual_basis_", (d, d - n_steps))
+        elif self.residual_basis_ is not None:
+            bad("residual_basis_", "None (solver_ = 'gram')", type(self.residual_basis_).__name__)
         for name, size in (("explained_variance_", n_out), ("residual_variance_", n_steps + 1)):
             if (array(name, (size,)) < 0).any():
                 bad(name, "non-negative", getattr(self, name).tolist())
@@ -1065,6 +1146,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> model.rank_
         2
         """
+        if not hasattr(self, "solver_") and hasattr(self, "residual_basis_"):
+            self.solver_ = "covariance"  # the one solver before the Gram path
         if hasattr(self, "rank_") or not hasattr(self, "residual_variance_"):
             return
         residual = np.asarray(self.residual_variance_, dtype=float)

@@ -34,13 +34,16 @@ def is_xarray(X):
     return xr is not None and isinstance(X, (xr.DataArray, xr.Dataset))
 
 
-def check_dask_samples(X, name="X", min_samples=1, min_features=1, who="this estimator"):
+def check_dask_samples(
+    X, name="X", min_samples=1, min_features=1, who="this estimator", merge_features=True
+):
     """Validate a Dask array of samples, the Dask counterpart of scikit-learn's ``check_array``.
 
     numpy input is validated by scikit-learn (``validate_data`` / ``check_array``); a Dask
     array is checked here without computing anything: two dimensions, a real dtype, known chunk
     sizes (a row count is needed before the first pass), and enough samples and features.
-    Feature chunks are merged, since every block kernel needs whole rows. A boolean array is
+    Feature chunks are merged, since most block kernels need whole rows (``merge_features``
+    False keeps them, for the passes along feature slabs of wide data). A boolean array is
     cast to float64 lazily, as scikit-learn casts a numpy one.
 
     Parameters
@@ -52,11 +55,13 @@ def check_dask_samples(X, name="X", min_samples=1, min_features=1, who="this est
         The smallest shape accepted.
     who : str
         What needs the array (named in the messages).
+    merge_features : bool, default=True
+        Merge the feature chunks into one.
 
     Returns
     -------
     X : dask.array.Array
-        One chunk along the features.
+        One chunk along the features (with ``merge_features``).
 
     Examples
     --------
@@ -93,4 +98,4 @@ def check_dask_samples(X, name="X", min_samples=1, min_features=1, who="this est
             f"Found array with {X.shape[0]} sample(s) (shape={X.shape}) while a minimum of "
             f"{min_samples} is required by {who}."
         )
-    return X if X.numblocks[1] == 1 else X.rechunk({1: -1})
+    return X if X.numblocks[1] == 1 or not merge_features else X.rechunk({1: -1})
