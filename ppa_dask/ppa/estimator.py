@@ -700,12 +700,18 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             scale = np.where(scale > 0, scale, 1.0)
         return kernels.ModelParams(self.mean_, tuple(steps), self.residual_basis_, scale)
 
+    @property
+    def _wide(self):
+        """A model of the Gram path: applied along feature slabs (:mod:`ppa_dask.ppa.wide`)."""
+        return getattr(self, "solver_", "covariance") == "gram"
+
     def _check_input(self, X, name="X", width=None):
         """Validate input for a fitted model; returns (array, is_dask)."""
         check_is_fitted(self)
         if is_dask(X):
             if width is None:
-                X = self._validate_dask(X, reset=False, name=name)
+                # a wide model's kernels take feature slabs: the chunks are kept
+                X = self._validate_dask(X, reset=False, name=name, merge_features=not self._wide)
             else:
                 if X.ndim != 2:
                     raise ValueError(f"Expected a 2D array for {name}, got {X.ndim}D.")
@@ -749,6 +755,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         X = as_dask_if_zarr(X)
         X, lazy = self._check_input(X)
         model, n_out = self.model_params(), self.n_components_
+        if self._wide:
+            return _wide.transform(X, model, n_out)
         if lazy:
             return X.map_blocks(
                 _transform_chunk,
@@ -790,6 +798,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 f"{self.n_components_} PPA coefficients."
             )
         model, d = self.model_params(), self.n_features_in_
+        if self._wide:
+            return _wide.inverse_transform(R, model)
         if lazy:
             return R.map_blocks(
                 _inverse_chunk,
@@ -837,6 +847,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> J.dims, bool(np.allclose(np.linalg.det(J.transpose("y", "x", ...).values), 1))
         (('component', 'band', 'y', 'x'), True)
         """
+        if self._wide:
+            raise ValueError(
+                f"jacobian needs {self.n_features_in_} x {self.n_features_in_} values per "
+                "sample and the residual basis, which a model fitted with solver='gram' does "
+                "not hold; fit with solver='covariance' for the Jacobian and the metric"
+            )
         X, lazy = self._check_input(X)
         model, d = self.model_params(), self.n_features_in_
         if lazy:
@@ -934,6 +950,12 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """
         X, lazy = self._check_input(X)
         model = self.model_params()
+        if self._wide:
+            norms = _wide.residual_norms(X, model)
+            if per_sample:
+                return norms
+            (total,) = compute(norms.sum(axis=0)) if lazy else (norms.sum(axis=0),)
+            return total / X.shape[0]
         if per_sample:
             k = len(model.steps) + 1
             if lazy:
@@ -1132,7 +1154,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         rank rule) is derived from ``residual_variance_`` with the tolerance of
         :func:`~ppa_dask.ppa.algebra.rank_rtol` for float64 input: the first ``k`` whose
         residual is at most the tolerance; a model whose residual after its last step is above
-        it gets ``n_features_in_`` (the covariance left is not in the file). Attributes already
+        it gets ``n_features_in_`` (the covariance left is not in the file); ``solver_``
+        (added with the Gram path) is ``"covariance"``, the one solver before it. Attributes already
         present are left as they are.
 
         Examples

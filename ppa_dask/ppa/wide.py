@@ -27,6 +27,8 @@ coefficient blocks of ``d x (degree + 1)``).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ppa_dask.ppa import steps as _steps
@@ -394,3 +396,245 @@ def fit_wide(slabs, settings, progress=None, owner=None):
             _flip_step(fitted, p)
     fitted["residual_basis_"] = None
     return fitted
+
+
+# --------------------------------------------------------------------------------------------
+# applying a model of wide data: feature slabs, never a whole sample
+# --------------------------------------------------------------------------------------------
+#
+# Every step moves the residual by ``F_p c_p`` with ``F_p = [e_p, U_p]`` (d x (g_p + 2)) and
+# ``c_p = [alpha_p, v(alpha_p)]``, so with ``F = [F_1 .. F_k]`` the coordinates follow from the
+# projections ``F^T y_0`` of the centred sample alone:
+# ``alpha_p = e_p . y_0 - sum_{q < p} (e_p^T F_q) c_q``. A transform is then one product per
+# feature slab summed over the slabs, and an inverse or the residual norms one slab at a time
+# given the coordinates: no task ever holds a whole sample of ``d`` features.
+
+
+class Frame(NamedTuple):
+    """A fitted model as the slab kernels take it.
+
+    ``columns[p]`` is the slice of ``F``'s columns (``F^T`` rows) that step ``p`` moves the
+    residual along; ``gram`` is ``F^T F``.
+    """
+
+    mean: np.ndarray  # (d,)
+    Ft: np.ndarray  # (q, d): the rows e_1, U_1^T, ..., e_k, U_k^T
+    gram: np.ndarray  # (q, q)
+    steps: tuple  # StepParams without their d-sized arrays (direction and coef None)
+    columns: tuple  # of slice
+    output_scale: np.ndarray | None
+
+
+def frame_of(model):
+    """The :class:`Frame` of a :class:`~ppa_dask.ppa.kernels.ModelParams`.
+
+    Examples
+    --------
+    >>> X = np.random.default_rng(0).normal(size=(40, 200))
+    >>> from ppa_dask import PPA
+    >>> frame = frame_of(PPA(n_components=2, degree=2, solver="gram").fit(X).model_params())
+    >>> frame.Ft.shape, frame.columns
+    ((8, 200), (slice(0, 4, None), slice(4, 8, None)))
+    """
+    rows, columns, light, start = [], [], [], 0
+    for step in model.steps:
+        rows.append(step.direction[None, :])
+        rows.append(step.coef.T)
+        width = 1 + step.coef.shape[1]
+        columns.append(slice(start, start + width))
+        light.append(step._replace(direction=None, coef=None))
+        start += width
+    Ft = np.ascontiguousarray(np.vstack(rows))
+    with one_blas_thread():
+        gram = Ft @ Ft.T
+    return Frame(model.mean, Ft, gram, tuple(light), tuple(columns), model.output_scale)
+
+
+def _shifts(alpha, step, degree):
+    """``c_p = [alpha_p, v(alpha_p)]`` of a step: (rows, degree + 2)."""
+    from ppa_dask.ppa import kernels
+
+    V = kernels.extended_rows(step.coordinate(alpha), degree, step.lo, step.hi)[0]
+    return np.column_stack([alpha, V.T])
+
+
+def slab_projections(X, mean, Ft):
+    """``(X - mean) F`` of a slab: the slab's share of every sample's projections (rows, q)."""
+    return (np.asarray(X, dtype=np.float64) - mean) @ Ft.T
+
+
+def coordinates_from_projections(P, frame, n_steps=None):
+    """The coordinates ``alpha`` and shifts ``c`` of samples from their projections ``F^T y_0``.
+
+    Parameters
+    ----------
+    P : ndarray of shape (rows, q)
+        Summed :func:`slab_projections` of the samples.
+    frame : Frame
+    n_steps : int, optional
+        Steps to follow (all by default).
+
+    Returns
+    -------
+    C : ndarray of shape (rows, q)
+        The shifts ``[c_1 .. c_k]`` (zero beyond ``n_steps``); ``C[:, columns[p].start]`` is
+        ``alpha_p``.
+    """
+    P = np.asarray(P, dtype=np.float64)
+    k = len(frame.steps) if n_steps is None else int(n_steps)
+    C = np.zeros_like(P)
+    for p in range(k):
+        first = frame.columns[p].start
+        alpha = P[:, first] - C[:, :first] @ frame.gram[:first, first]
+        step = frame.steps[p]
+        C[:, frame.columns[p]] = _shifts(alpha, step, frame.columns[p].stop - first - 2)
+    return C
+
+
+def alphas_of(C, frame, n_out):
+    """The first ``n_out`` coordinates from shifts ``C``, whitened when the model is."""
+    alphas = C[:, [frame.columns[p].start for p in range(n_out)]]
+    if frame.output_scale is not None:
+        alphas = alphas / frame.output_scale[:n_out]
+    return alphas
+
+
+def shifts_from_alphas(R, frame):
+    """The shifts ``[c_1 .. c_m]`` (rows, q) of coordinates ``R`` (rows, m), unwhitened first."""
+    R = np.asarray(R, dtype=np.float64)
+    m = R.shape[1]
+    if frame.output_scale is not None:
+        R = R * frame.output_scale[:m]
+    C = np.zeros((R.shape[0], frame.gram.shape[0]))
+    for p in range(m):
+        cols = frame.columns[p]
+        C[:, cols] = _shifts(R[:, p], frame.steps[p], cols.stop - cols.start - 2)
+    return C
+
+
+def slab_inverse(C, mean, Ft):
+    """A slab of the samples whose shifts are ``C``: ``mean + C F^T`` (rows, w)."""
+    return mean + C @ Ft
+
+
+def slab_residual_norms(X, mean, Ft, C, columns):
+    """``||y_p||^2`` of a slab's share of each sample's residual, p = 0..k: (rows, k + 1)."""
+    Y = np.asarray(X, dtype=np.float64) - mean
+    out = np.empty((Y.shape[0], len(columns) + 1))
+    out[:, 0] = np.einsum("ij,ij->i", Y, Y)
+    for p, cols in enumerate(columns):
+        Y -= C[:, cols] @ Ft[cols]
+        out[:, p + 1] = np.einsum("ij,ij->i", Y, Y)
+    return out
+
+
+def _slices(d, width):
+    return [slice(a, min(d, a + width)) for a in range(0, d, width)]
+
+
+def transform(X, model, n_out):
+    """The coordinates of samples under a model of wide data (numpy or Dask input, lazy then)."""
+    from ppa_dask.utils.arrays import is_dask
+
+    frame = frame_of(model)
+    if is_dask(X):
+        P = _projections(X, frame)
+        return P.map_blocks(_alphas_of_projections, frame, n_out, dtype=np.float64,
+                            chunks=(P.chunks[0], (n_out,)), meta=np.empty((0, 0)))  # fmt: skip
+    with one_blas_thread():
+        width = slab_width(X.shape[0])
+        P = sum(
+            slab_projections(X[:, s], frame.mean[s], frame.Ft[:, s])
+            for s in _slices(X.shape[1], width)
+        )
+        return _alphas_of_projections(P, frame, n_out)
+
+
+def _alphas_of_projections(P, frame, n_out):
+    return alphas_of(coordinates_from_projections(P, frame, n_out), frame, n_out)
+
+
+def inverse_transform(R, model, slab_bytes=SLAB_BYTES):
+    """Samples from coordinates ``R`` (rows, m <= k) under a model of wide data."""
+    from ppa_dask.utils.arrays import is_dask
+
+    frame = frame_of(model)
+    d = frame.mean.shape[0]
+    if is_dask(R):
+        rows = max(R.chunks[0])
+        width = max(1, int(slab_bytes) // (8 * max(rows, 1)))
+        C = R.map_blocks(shifts_from_alphas, frame, dtype=np.float64,
+                         chunks=(R.chunks[0], (frame.Ft.shape[0],)), meta=np.empty((0, 0)))  # fmt: skip
+        import dask.array as da
+
+        widths = tuple(s.stop - s.start for s in _slices(d, width))
+        mean, Ft = _aligned(frame, widths)
+        return da.blockwise(
+            slab_inverse, "ij", C, "iq", mean, "j", Ft, "qj",
+            concatenate=True, dtype=np.float64, meta=np.empty((0, 0)),
+        )  # fmt: skip
+    with one_blas_thread():
+        C = shifts_from_alphas(R, frame)
+        return slab_inverse(C, frame.mean, frame.Ft)
+
+
+def residual_norms(X, model, n_steps=None):
+    """``||residual after p steps||^2`` of each sample, p = 0..k: (n, k + 1), lazy on Dask."""
+    from ppa_dask.utils.arrays import is_dask
+
+    frame = frame_of(model)
+    k = len(frame.steps)
+    if is_dask(X):
+        import dask.array as da
+
+        mean, Ft = _aligned(frame, X)
+        C = _projections(X, frame).map_blocks(
+            coordinates_from_projections, frame, dtype=np.float64, meta=np.empty((0, 0))
+        )
+        norms = da.blockwise(
+            slab_residual_norms, "ij", X, "ij", mean, "j", Ft, "qj", C, "iq",
+            frame.columns, None, adjust_chunks={"j": k + 1}, concatenate=True, dtype=np.float64,
+            meta=np.empty((0, 0)),
+        )  # fmt: skip
+        return _sum_over_slabs(norms, X.numblocks[1], k + 1)
+    with one_blas_thread():
+        width = slab_width(X.shape[0])
+        slices = _slices(X.shape[1], width)
+        P = sum(slab_projections(X[:, s], frame.mean[s], frame.Ft[:, s]) for s in slices)
+        C = coordinates_from_projections(P, frame)
+        return sum(
+            slab_residual_norms(X[:, s], frame.mean[s], frame.Ft[:, s], C, frame.columns)
+            for s in slices
+        )
+
+
+def _aligned(frame, features):
+    """The model's mean (d,) and ``F^T`` (q, d) as Dask arrays in the feature chunks
+    ``features`` (a Dask array's, or chunk sizes), so each slab meets its own slice of them."""
+    import dask.array as da
+
+    if not isinstance(features, tuple):
+        features = features.chunks[1]
+    mean = da.from_array(frame.mean, chunks=(features,))
+    Ft = da.from_array(frame.Ft, chunks=((frame.Ft.shape[0],), features))
+    return mean, Ft
+
+
+def _projections(X, frame):
+    """``(X - mean) F`` of a Dask array: one task per block, summed over the feature slabs."""
+    import dask.array as da
+
+    mean, Ft = _aligned(frame, X)
+    q = frame.Ft.shape[0]
+    P = da.blockwise(
+        slab_projections, "ij", X, "ij", mean, "j", Ft, "qj",
+        adjust_chunks={"j": q}, concatenate=True, dtype=np.float64, meta=np.empty((0, 0)),
+    )  # fmt: skip
+    return _sum_over_slabs(P, X.numblocks[1], q)
+
+
+def _sum_over_slabs(parts, n_slabs, width):
+    """Sum the per-slab column blocks of ``parts`` (n, n_slabs * width) into (n, width)."""
+    if n_slabs == 1:
+        return parts
+    return parts.reshape(parts.shape[0], n_slabs, width, merge_chunks=False).sum(axis=1)
