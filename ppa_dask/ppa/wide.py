@@ -31,9 +31,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ppa_dask.ppa import kernels
 from ppa_dask.ppa import steps as _steps
 from ppa_dask.ppa.drivers import NumpyDriver
+from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.blas import one_blas_thread
+from ppa_dask.utils.compute import compute, tree_reduce
 
 __all__ = [
     "AUTO_MIN_FEATURES",
@@ -241,8 +244,6 @@ class DaskSlabs:
     def gram(self):
         import dask
 
-        from ppa_dask.utils.compute import compute, tree_reduce
-
         self.n_passes += 1
         slab = dask.delayed(gram_slab, pure=True)
         pick = dask.delayed(_pick, pure=True)
@@ -255,8 +256,6 @@ class DaskSlabs:
 
     def project(self, B):
         import dask
-
-        from ppa_dask.utils.compute import compute
 
         self.n_passes += 1
         project = dask.delayed(project_slab, pure=True)
@@ -348,7 +347,7 @@ def fit_wide(slabs, settings, progress=None, owner=None):
     Examples
     --------
     >>> X = np.random.default_rng(0).normal(size=(50, 300))
-    >>> settings = _steps.StepSettings(candidates=(1, 2), n_steps=2, seed=0, cv=2)
+    >>> settings = _steps.StepSettings(candidates=(2,), n_steps=2, seed=0)
     >>> fitted = fit_wide(NumpySlabs(X), settings)
     >>> fitted["leading_vectors_"].shape, fitted["coefficients_"].shape
     ((2, 300), (2, 300, 3))
@@ -452,8 +451,6 @@ def frame_of(model):
 
 def _shifts(alpha, step, degree):
     """``c_p = [alpha_p, v(alpha_p)]`` of a step: (rows, degree + 2)."""
-    from ppa_dask.ppa import kernels
-
     V = kernels.extended_rows(step.coordinate(alpha), degree, step.lo, step.hi)[0]
     return np.column_stack([alpha, V.T])
 
@@ -534,8 +531,6 @@ def _slices(d, width):
 
 def transform(X, model, n_out):
     """The coordinates of samples under a model of wide data (numpy or Dask input, lazy then)."""
-    from ppa_dask.utils.arrays import is_dask
-
     frame = frame_of(model)
     if is_dask(X):
         P = _projections(X, frame)
@@ -556,8 +551,6 @@ def _alphas_of_projections(P, frame, n_out):
 
 def inverse_transform(R, model, slab_bytes=SLAB_BYTES):
     """Samples from coordinates ``R`` (rows, m <= k) under a model of wide data."""
-    from ppa_dask.utils.arrays import is_dask
-
     frame = frame_of(model)
     d = frame.mean.shape[0]
     if is_dask(R):
@@ -580,8 +573,6 @@ def inverse_transform(R, model, slab_bytes=SLAB_BYTES):
 
 def residual_norms(X, model, n_steps=None):
     """``||residual after p steps||^2`` of each sample, p = 0..k: (n, k + 1), lazy on Dask."""
-    from ppa_dask.utils.arrays import is_dask
-
     frame = frame_of(model)
     k = len(frame.steps)
     if is_dask(X):
