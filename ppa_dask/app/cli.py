@@ -605,6 +605,15 @@ def _add_fit(subparsers):
         "disk, or recompute it (default: auto, from the data size and the "
         "cluster memory)",
     )
+    p.add_argument(
+        "--solver",
+        choices=PARAMETER_CONSTRAINTS["solver"].values,
+        default="auto",
+        help="'covariance': the d x d covariance, one pass per step; 'gram': wide data (many "
+        "more features than samples, e.g. grid cells), the samples' Gram matrix in two passes "
+        "along feature slabs, needs --n-components (default: auto, gram from 1000 features "
+        "when they outnumber the samples and --n-components is given)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing MODEL")
     _add_cluster_options(p)
     p.set_defaults(func=run_fit)
@@ -637,6 +646,7 @@ def run_fit(args, stream=None):
         n_components=args.n_components,
         random_state=args.seed,
         residual_cache=args.residual_cache,
+        solver=args.solver,
     )
     # the fit's own refusals of degrees, folds and components, before a cluster starts (a
     # cube's samples are its other dimensions: an upper bound when NaN samples are dropped)
@@ -661,8 +671,8 @@ def run_fit(args, stream=None):
             if names:  # a Parquet / CSV input: its columns name the features
                 store.name_features(model, names)
         progress.say(
-            f"fit: {progress.times['fit_s']:.1f} s, {model.n_passes_} passes, residual "
-            f"cache {model.residual_cache_}, degrees "
+            f"fit: {progress.times['fit_s']:.1f} s, {model.n_passes_} passes, solver "
+            f"{model.solver_}, residual cache {model.residual_cache_}, degrees "
             f"{' '.join(str(int(g)) for g in model.degrees_)}"
         )
     store.save_model(model, args.model, overwrite=args.overwrite)
@@ -890,7 +900,14 @@ def run_info(args, stream=None):
         f"{info.get('library_version')})",
         "parameters:       " + ", ".join(f"{k}={v!r}" for k, v in info["params"].items()),
     ]
-    for name in ("n_features_in_", "n_samples_", "n_components_", "n_passes_", "residual_cache_"):
+    for name in (
+        "n_features_in_",
+        "n_samples_",
+        "n_components_",
+        "n_passes_",
+        "residual_cache_",
+        "solver_",
+    ):
         if name in fitted:
             lines.append(f"{name + ':':<18}{value(name)}")
     model = None

@@ -203,3 +203,79 @@ def test_the_gram_path_refuses_what_it_cannot_fit():
         model.metric(X[:2])
     with pytest.raises(MemoryError, match=r"solver='gram' on 10000000 samples needs"):
         PPA(solver="gram", n_components=2)._solver_for(10_000_000, 20_000_000)
+
+
+# --------------------------------------------------------------------------------------------
+# a field from xarray and from the command line
+# --------------------------------------------------------------------------------------------
+
+
+def make_field(n_times=80, n_lat=25, n_lon=48, seed=0):
+    """A (time, latitude, longitude) field with land cells NaN at every date."""
+    import xarray as xr
+
+    X = curved_field(n_times, n_lat * n_lon, seed=seed)
+    values = X.reshape(n_times, n_lat, n_lon)
+    land = np.zeros((n_lat, n_lon), dtype=bool)
+    land[:6, :10] = land[20:, 30:] = True
+    values[:, land] = np.nan
+    field = xr.DataArray(
+        values,
+        dims=("time", "latitude", "longitude"),
+        coords=dict(
+            time=np.arange(n_times),
+            latitude=np.linspace(-30, 30, n_lat),
+            longitude=np.linspace(120, 280, n_lon),
+        ),
+        name="sst",
+        attrs={"units": "K"},
+    )
+    return field, land
+
+
+def test_a_field_is_fitted_on_its_sea_cells_and_the_land_comes_back_nan():
+    field, land = make_field()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RankDeficientWarning)
+        model = PPA(n_components=3, degree=range(1, 4), random_state=0)
+        model.fit(field, feature_dim=("latitude", "longitude"))
+        sea = field.values[:, ~land]  # the same cells as a plain array, in the same order
+        plain = PPA(n_components=3, degree=range(1, 4), random_state=0).fit(sea)
+    assert model.solver_ == "gram" and model.n_features_in_ == int((~land).sum())
+    assert_same_model(plain, model, rtol=1e-12)
+    components = model.transform(field)
+    assert components.dims == ("time", "component")
+    np.testing.assert_allclose(components.values, plain.transform(sea), atol=1e-10)
+    rebuilt = model.inverse_transform(components)
+    assert rebuilt.dims == field.dims
+    assert np.isnan(rebuilt.values[:, land]).all()
+    np.testing.assert_allclose(
+        rebuilt.values[:, ~land], plain.inverse_transform(plain.transform(sea)), atol=1e-10
+    )
+
+
+def test_the_cli_fits_a_netcdf_field_on_the_gram_path(tmp_path, capsys):
+    import xarray as xr
+
+    from ppa_dask.app.cli import main
+
+    field, land = make_field(seed=4)
+    path = str(tmp_path / "field.nc")
+    field.to_dataset().to_netcdf(path)
+    model_path, comps = str(tmp_path / "m.zarr"), str(tmp_path / "c.nc")
+    argv = ["fit", path, model_path, "--feature-dim", "latitude,longitude"]
+    argv += ["--n-components", "3", "--degree", "1-3", "--scheduler", "threads"]
+    assert main(argv) == 0
+    assert "solver gram" in capsys.readouterr().out
+    model = PPA.load(model_path)
+    sea = field.values[:, ~land]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RankDeficientWarning)
+        plain = PPA(n_components=3, degree=range(1, 4), random_state=0).fit(sea)
+    assert model.solver_ == "gram"
+    assert_same_model(plain, model, rtol=1e-12)
+    assert main(["transform", model_path, path, comps, "--scheduler", "threads"]) == 0
+    with xr.open_dataset(comps) as written:
+        out = written["components"].load()
+    assert out.dims == ("time", "component")
+    np.testing.assert_allclose(out.values, plain.transform(sea), atol=1e-10)

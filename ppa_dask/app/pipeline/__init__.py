@@ -26,6 +26,7 @@ A pipeline file (see ``pipelines/*.yaml``)::
       whiten: false
       extrapolation: linear
       residual_cache: auto
+      solver: auto               # covariance | gram (wide data) | auto
     transform:
       components: 3              # components written (null: all)
       format: zarr               # zarr | geotiff | netcdf | same (see below)

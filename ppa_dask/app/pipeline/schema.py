@@ -320,6 +320,7 @@ _SECTIONS = {
         "residual_cache": _choice_field(
             PARAMETER_CONSTRAINTS["residual_cache"].values, default="auto"
         ),
+        "solver": _choice_field(PARAMETER_CONSTRAINTS["solver"].values, default="auto"),
     },
     "transform": {
         "components": _int_field(1, default=None, none=True),

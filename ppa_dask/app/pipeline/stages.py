@@ -613,11 +613,12 @@ class Fit(Stage):
             "degrees": [int(g) for g in model.degrees_],
             "n_passes": int(model.n_passes_),
             "residual_cache": model.residual_cache_,
+            "solver": model.solver_,
             "explained_variance": np.asarray(model.explained_variance_).tolist(),
         }
         run.log(
             f"  fit: degrees {' '.join(map(str, info['degrees']))}, {model.n_passes_} "
-            f"passes, residual cache {model.residual_cache_}"
+            f"passes, solver {model.solver_}, residual cache {model.residual_cache_}"
         )
         return ["model.zarr"], info
 
