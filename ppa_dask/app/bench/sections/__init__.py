@@ -8,8 +8,9 @@ cluster per configuration).
 
 Examples
 --------
->>> list(IN_PROCESS_SECTIONS), list(ON_CLUSTER_SECTIONS)
-(['memory', 'table2', 'cost', 'first_run'], ['dask', 'cube', 'passes', 'ensembles'])
+>>> list(IN_PROCESS_SECTIONS), list(ON_CLUSTER_SECTIONS)  # doctest: +NORMALIZE_WHITESPACE
+(['memory', 'table2', 'cost', 'wide', 'first_run'],
+ ['dask', 'cube', 'passes', 'ensembles', 'wide_ooc'])
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from ppa_dask.app.bench.sections.first_run import section_first_run
 from ppa_dask.app.bench.sections.in_memory import section_cost, section_memory, section_table2
 from ppa_dask.app.bench.sections.out_of_core import section_ooc
 from ppa_dask.app.bench.sections.scaling import section_scaling
+from ppa_dask.app.bench.sections.wide import section_wide, section_wide_ooc
 
 #: Sections run in this process, in this order.
 IN_PROCESS_SECTIONS = {
     "memory": section_memory,
     "table2": section_table2,
     "cost": section_cost,
+    "wide": section_wide,
     "first_run": section_first_run,
 }
 #: Sections run on the shared cluster, in this order (``ooc`` joins them when its memory limit
@@ -36,6 +39,7 @@ ON_CLUSTER_SECTIONS = {
     "cube": section_cube,
     "passes": section_passes,
     "ensembles": section_ensembles,
+    "wide_ooc": section_wide_ooc,
 }
 
 __all__ = ["IN_PROCESS_SECTIONS", "ON_CLUSTER_SECTIONS", "section_ooc", "section_scaling"]
