@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ppa_dask.ppa import algebra as _algebra
 from ppa_dask.ppa import kernels
+from ppa_dask.ppa import krylov as _krylov
 from ppa_dask.ppa import steps as _steps
 from ppa_dask.ppa import wide as _wide
 from ppa_dask.ppa.drivers import (
@@ -65,7 +66,7 @@ PARAMETER_CONSTRAINTS = {
     "gd_max_iter": Integer(0),
     "gd_tol": Real(0),
     "lookahead": AnyOf(Options("auto"), Integer(0)),
-    "solver": Options("auto", "covariance", "gram"),
+    "solver": Options("auto", "covariance", "gram", "krylov"),
 }
 #: Most candidate degrees a PPA cross-validates (each is scored in every step's pass).
 MAX_CANDIDATE_DEGREES = 1000
@@ -229,7 +230,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         algebra for the steps gathered ahead costs more than the passes it saves). An integer
         is the number gathered, always; 0: one pass per step.
         Not used with a fixed degree above 1 nor with ``leading_vector="gd"``.
-    solver : {"auto", "covariance", "gram"}, default="auto"
+    solver : {"auto", "covariance", "gram", "krylov"}, default="auto"
         How the steps reach the data. ``"covariance"``: from the ``d x d`` covariance, one pass
         per step (exact; memory ``O(d^2)`` and ``O(d^3)`` per step on the client, fine up to a
         few thousand features). ``"gram"``: in the span of the samples, for wide data (many
@@ -240,9 +241,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         to rounding. It needs ``n_components`` (at most the samples' rank minus one) and
         ``3 * 8 * n^2`` bytes on the client, and its models hold no ``residual_basis_``, so
         :meth:`jacobian` and :meth:`metric` (``d x d`` per sample) are refused.
-        ``"auto"``: ``"gram"`` when ``n_components`` is given and the features outnumber the
-        samples and are at least 1000 (:func:`ppa_dask.ppa.wide.choose_solver`), else
-        ``"covariance"``.
+        ``"krylov"``: for many samples and many features alike, each leading vector by Lanczos
+        on the implicit residual covariance (products ``Y^T (Y v)``, two passes each; no
+        ``d x d`` or ``n x n`` matrix; :mod:`ppa_dask.ppa.krylov`), to an angle of about
+        ``1e-14 lambda_1 / gap`` (a :class:`~ppa_dask.ppa.krylov.LeadingVectorWarning` when that
+        exceeds 1e-10); it needs ``n_components`` and ``leading_vector="pca"``, and its models
+        are applied like the Gram path's. ``"auto"`` (with ``n_components`` given): ``"gram"``
+        from 1,000 features when they outnumber the samples and the ``n x n`` matrices take
+        at most half the machine's memory, else ``"krylov"`` from 20,000 features, else
+        ``"covariance"`` (:func:`ppa_dask.ppa.wide.choose_solver`), which is also the choice
+        for ``n_components=None``.
 
     Attributes
     ----------
@@ -262,7 +270,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     residual_basis_ : ndarray of shape (n_features, n_features - n_steps) or None
         Orthonormal basis of the residual left after the last step, oriented so that the
         leading vectors followed by these columns form a rotation (so ``det J = +1``). None
-        for ``solver_ == "gram"``.
+        for the Gram and Krylov paths.
     degrees_ : ndarray of shape (n_steps,)
     cv_scores_ : ndarray of shape (n_steps, n_candidates) or None
         Cross-validated mean squared error per sample for each candidate degree (None when
@@ -303,7 +311,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     residual_cache_ : str
         The residual strategy used (Dask input) or ``"memory"`` (numpy input, and the Gram
         path, whose residual is the samples' coordinates on the client).
-    solver_ : {"covariance", "gram"}
+    solver_ : {"covariance", "gram", "krylov"}
         The solver used (``solver="auto"`` resolved).
 
     Examples
@@ -515,9 +523,13 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         # parameters are checked against the shape before the driver touches the data
         checked_params = self._check_params(*X.shape)
         seed = estimator_seed(self.random_state)  # drawn once, whichever data the fit reads
-        if self._solver_for(*X.shape) == "gram":
+        solver = self._solver_for(*X.shape)
+        if solver == "gram":
             slabs = _wide.DaskSlabs(X) if in_dask else _wide.NumpySlabs(X)
             return self._fit_gram(slabs, checked_params, seed, progress, X.dtype)
+        if solver == "krylov":
+            residual = _krylov.ImplicitResidual(X)
+            return self._fit_krylov(residual, checked_params, seed, progress, X.dtype)
         if in_dask and X.numblocks[1] != 1:
             X = X.rechunk({1: -1})  # the covariance path's kernels take whole rows
 
@@ -537,13 +549,20 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def _solver_for(self, n_samples, n_features):
         """The solver of a fit of this shape, refusing what the Gram path cannot take."""
         solver = _wide.choose_solver(self.solver, n_samples, n_features, self.n_components)
-        if solver != "gram":
+        if solver == "covariance":
             return solver
         if self.n_components is None:
             raise ValueError(
-                "solver='gram' fits a given number of components: set n_components (all "
+                f"solver={solver!r} fits a given number of components: set n_components (all "
                 f"{n_features - 1} steps of {n_features} features need solver='covariance')"
             )
+        if solver == "krylov":
+            if self.leading_vector != "pca":
+                raise ValueError(
+                    "solver='krylov' takes leading_vector='pca' (PPA-GD's objective passes "
+                    "need the d x d moments); use solver='covariance' for PPA-GD"
+                )
+            return solver
         need = _wide.gram_bytes(n_samples)
         have = _wide.machine_memory_bytes()
         if need > have // 2:
@@ -572,6 +591,24 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.n_passes_ = slabs.n_passes
         self.residual_cache_ = "memory"
         self.solver_ = "gram"
+        return self
+
+    def _fit_krylov(self, residual, checked_params, seed, progress, dtype):
+        """The Krylov path (:func:`ppa_dask.ppa.krylov.fit_krylov`)."""
+        candidates, fixed, n_steps = checked_params
+        self._check_fold_rows(residual.n_samples, candidates, fixed, seed)
+        d = int(residual.n_features)
+        rtol = _algebra.rank_rtol(d, dtype)
+        settings = self._step_settings(checked_params, seed, rtol)
+        fitted = _krylov.fit_krylov(residual, settings, progress)
+        if fitted["rank_"] <= n_steps:
+            _warn_rank(fitted, rtol, d, n_steps)
+        for name, value in fitted.items():
+            setattr(self, name, value)
+        self.n_features_in_ = d
+        self.n_passes_ = residual.n_passes
+        self.residual_cache_ = "recompute"
+        self.solver_ = "krylov"
         return self
 
     def _step_settings(self, checked_params, seed, rtol):
@@ -703,7 +740,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     @property
     def _wide(self):
         """A model of the Gram path: applied along feature slabs (:mod:`ppa_dask.ppa.wide`)."""
-        return getattr(self, "solver_", "covariance") == "gram"
+        return getattr(self, "solver_", "covariance") in ("gram", "krylov")
 
     def _check_input(self, X, name="X", width=None):
         """Validate input for a fitted model; returns (array, is_dask)."""
@@ -850,7 +887,7 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if self._wide:
             raise ValueError(
                 f"jacobian needs {self.n_features_in_} x {self.n_features_in_} values per "
-                "sample and the residual basis, which a model fitted with solver='gram' does "
+                f"sample and the residual basis, which a model fitted with solver={self.solver_!r} does "
                 "not hold; fit with solver='covariance' for the Jacobian and the metric"
             )
         X, lazy = self._check_input(X)
@@ -1126,12 +1163,16 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if not (ranges[:, 0] <= ranges[:, 1]).all():
             bad("alpha_ranges_", "(low, high) pairs with low <= high", ranges.tolist())
         solver = getattr(self, "solver_", None)
-        if solver not in ("covariance", "gram"):
-            bad("solver_", "'covariance' or 'gram'", repr(solver))
+        if solver not in ("covariance", "gram", "krylov"):
+            bad("solver_", "'covariance', 'gram' or 'krylov'", repr(solver))
         if solver == "covariance":
             array("residual_basis_", (d, d - n_steps))
         elif self.residual_basis_ is not None:
-            bad("residual_basis_", "None (solver_ = 'gram')", type(self.residual_basis_).__name__)
+            bad(
+                "residual_basis_",
+                f"None (solver_ = {solver!r})",
+                type(self.residual_basis_).__name__,
+            )
         for name, size in (("explained_variance_", n_out), ("residual_variance_", n_steps + 1)):
             if (array(name, (size,)) < 0).any():
                 bad(name, "non-negative", getattr(self, name).tolist())

@@ -40,6 +40,7 @@ from ppa_dask.utils.compute import compute, tree_reduce
 
 __all__ = [
     "AUTO_MIN_FEATURES",
+    "KRYLOV_MIN_FEATURES",
     "SLAB_BYTES",
     "DaskSlabs",
     "NumpySlabs",
@@ -55,16 +56,23 @@ __all__ = [
 #: samples than features and a number of components is given): below it the covariance path's
 #: ``d x d`` algebra is cheap, and its results stay exactly those of earlier versions.
 AUTO_MIN_FEATURES = 1000
+#: ``solver="auto"`` takes the Krylov path (:mod:`ppa_dask.ppa.krylov`) from this many features
+#: on when the Gram path does not apply (as many samples as features, or too many samples for
+#: an ``n x n`` matrix): a ``d x d`` covariance of 20,000 features is 3.2 GB and its
+#: eigendecomposition minutes per step.
+KRYLOV_MIN_FEATURES = 20_000
 #: Bytes of float64 a feature slab of the passes holds (all samples, as many features as fit).
 SLAB_BYTES = 64 * 2**20
 
 
-def choose_solver(solver, n_samples, n_features, n_components):
-    """The solver a fit uses: ``"covariance"`` or ``"gram"``.
+def choose_solver(solver, n_samples, n_features, n_components, memory_bytes=None):
+    """The solver a fit uses: ``"covariance"``, ``"gram"`` or ``"krylov"``.
 
-    ``"auto"`` takes ``"gram"`` when a number of components is given, the features outnumber
-    the samples and there are at least :data:`AUTO_MIN_FEATURES` of them; else
-    ``"covariance"``.
+    ``"auto"``, when a number of components is given: ``"gram"`` when the features are at
+    least :data:`AUTO_MIN_FEATURES` and outnumber the samples, and the Gram path's matrices
+    take at most half of ``memory_bytes`` (this machine's memory by default); else
+    ``"krylov"`` from :data:`KRYLOV_MIN_FEATURES` features on; else ``"covariance"``, which is
+    also the choice for all ``d - 1`` steps (``n_components`` None).
 
     Examples
     --------
@@ -72,11 +80,17 @@ def choose_solver(solver, n_samples, n_features, n_components):
     ('gram', 'covariance')
     >>> choose_solver("auto", 500, 20_000, None)  # all d - 1 steps: the covariance path
     'covariance'
+    >>> choose_solver("auto", 10**5, 10**5, 3)  # neither d x d nor n x n
+    'krylov'
     """
     if solver != "auto":
         return solver
-    wide = n_features >= AUTO_MIN_FEATURES and n_samples < n_features
-    return "gram" if wide and n_components is not None else "covariance"
+    if n_components is None or n_features < AUTO_MIN_FEATURES:
+        return "covariance"
+    memory = machine_memory_bytes() if memory_bytes is None else memory_bytes
+    if n_samples < n_features and gram_bytes(n_samples) <= memory // 2:
+        return "gram"
+    return "krylov" if n_features >= KRYLOV_MIN_FEATURES else "covariance"
 
 
 def gram_bytes(n_samples):

@@ -279,3 +279,75 @@ def test_the_cli_fits_a_netcdf_field_on_the_gram_path(tmp_path, capsys):
         out = written["components"].load()
     assert out.dims == ("time", "component")
     np.testing.assert_allclose(out.values, plain.transform(sea), atol=1e-10)
+
+
+# --------------------------------------------------------------------------------------------
+# many samples and many features: leading vectors by Lanczos on the implicit residual
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_the_krylov_path_fits_the_covariance_paths_model(k):
+    X = curved_field(400, 120, seed=20 + k)  # more samples than features: no Gram path
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RankDeficientWarning)
+        covariance = PPA(solver="covariance", n_components=k, degree=range(1, 4), random_state=0)
+        krylov = PPA(solver="krylov", n_components=k, degree=range(1, 4), random_state=0)
+        covariance.fit(X)
+        krylov.fit(X)
+    assert krylov.solver_ == "krylov" and krylov.residual_basis_ is None
+    assert_same_model(covariance, krylov)
+    np.testing.assert_allclose(krylov.transform(X), covariance.transform(X), atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "chunks", [(100, 120), (400, 50), (150, 70)], ids=["row", "feature", "both"]
+)
+def test_the_krylov_path_on_dask_is_the_in_memory_model(chunks):
+    X = curved_field(400, 120, seed=9)
+    params = dict(solver="krylov", n_components=3, degree=range(1, 4), random_state=0)
+    in_memory = PPA(**params).fit(X)
+    on_dask = PPA(**params).fit(da.from_array(X, chunks=chunks))
+    assert_same_model(in_memory, on_dask, rtol=1e-11)
+    assert on_dask.n_passes_ > in_memory.n_passes_  # a Lanczos product is two passes on Dask
+
+
+def test_a_krylov_fit_allocates_nothing_of_d_by_d():
+    n, d = 600, 10_000  # as many samples as the Gram path would hold, far fewer than d
+    X = curved_field(n, d, seed=6)
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RankDeficientWarning)
+            PPA(solver="krylov", n_components=2, degree=2, random_state=0).fit(X)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # a few row blocks of the data at a time, never a copy of it, far from d x d
+    assert peak < 4 * wide_krylov().BLOCK_BYTES < X.nbytes * 2, peak
+    assert peak < d * d * 8 / 10
+
+
+def test_a_leading_vector_without_an_eigengap_is_warned_about():
+    # two directions of exactly equal variance: any unit vector of their plane is a leading one
+    square = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]])
+    alternating = np.array([[1.0], [-1.0], [1.0], [-1.0]])  # orthogonal to both columns
+    X = np.tile(np.hstack([square * 3.0, alternating * 0.1, alternating * 0.05]), (50, 1))
+    with pytest.warns(wide_krylov().LeadingVectorWarning, match="step 1 is not identifiable"):
+        PPA(solver="krylov", n_components=1, degree=1).fit(X)
+
+
+def wide_krylov():
+    from ppa_dask.ppa import krylov
+
+    return krylov
+
+
+def test_auto_takes_the_krylov_path_where_neither_matrix_fits():
+    assert wide.choose_solver("auto", 10**5, 10**5, 3) == "krylov"
+    assert wide.choose_solver("auto", 10**5, 2 * 10**4, 3) == "krylov"
+    assert wide.choose_solver("auto", 10**5, 5_000, 3) == "covariance"
+    # the Gram path's matrices beyond half the memory: Krylov instead
+    assert wide.choose_solver("auto", 30_000, 50_000, 3, memory_bytes=2**34) == "krylov"
+    with pytest.raises(ValueError, match="solver='krylov' takes leading_vector='pca'"):
+        PPA(solver="krylov", n_components=2, leading_vector="gd").fit(curved_field(50, 10))
