@@ -611,8 +611,8 @@ def _add_fit(subparsers):
         default="auto",
         help="'covariance': the d x d covariance, one pass per step; 'gram': wide data (many "
         "more features than samples, e.g. grid cells), the samples' Gram matrix in two passes "
-        "along feature slabs, needs --n-components (default: auto, gram from 1000 features "
-        "when they outnumber the samples and --n-components is given)",
+        "along feature slabs; 'krylov': many samples and features, Lanczos on the implicit "
+        "residual; gram and krylov need --n-components (default: auto, chosen from the shape)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing MODEL")
     _add_cluster_options(p)
