@@ -55,14 +55,14 @@ def field_block(n, start, stop, seed=0, dtype=np.float64):
     series *= 2.0 ** -np.arange(FIELD_MODES) * 4.0
     out = np.empty((n, stop - start), dtype=dtype)
     step = 4096
-    for a in range(start, stop, step):
-        b = min(stop, a + step)
-        rng = np.random.default_rng([seed, 1, a])  # patterns per block of 4096 columns
-        patterns = rng.normal(size=(FIELD_MODES + 1, step))[:, : b - a]
+    for first in range(start // step * step, stop, step):  # blocks aligned on 4096 columns
+        rng = np.random.default_rng([seed, 1, first])
+        patterns = rng.normal(size=(FIELD_MODES + 1, step))
         block = series @ patterns[:FIELD_MODES]
         block += np.outer(series[:, 0] ** 2 / 4.0, patterns[FIELD_MODES]) * 0.5
-        block += 0.1 * rng.normal(size=(n, b - a))
-        out[:, a - start : b - start] = block
+        block += 0.1 * rng.normal(size=(n, step))
+        a, b = max(start, first), min(stop, first + step)
+        out[:, a - start : b - start] = block[:, a - first : b - first]
     return out
 
 
