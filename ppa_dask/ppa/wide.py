@@ -118,10 +118,11 @@ def machine_memory_bytes():
 
 
 def _centred(X):
-    """A feature slab ``(n, w)`` in float64 and its column means."""
-    X = np.asarray(X, dtype=np.float64)
-    mean = X.mean(axis=0)
-    return X - mean, mean
+    """A feature slab ``(n, w)`` in float64 and its column means (one copy of the slab)."""
+    Y = np.array(X, dtype=np.float64)  # a copy: centred in place
+    mean = Y.mean(axis=0)
+    Y -= mean
+    return Y, mean
 
 
 def gram_slab(X):
@@ -236,16 +237,16 @@ class NumpySlabs:
 class DaskSlabs:
     """The Gram path's passes over a Dask array: its chunks merged along the samples.
 
-    Every task holds a slab of all samples (the array is rechunked to one chunk of rows and
-    feature chunks of at most :data:`SLAB_BYTES` in float64, keeping the input's own feature
-    chunks where they are smaller), so a pass's memory per task is one slab and an
-    ``n x n`` Gram share whatever the number of features.
+    Every task holds a slab of all samples (the array is rechunked to one chunk of rows; its
+    own feature chunks are kept up to four times :data:`SLAB_BYTES` in float64, a store's
+    chunks being read whole anyway, and split beyond), so a pass's memory per task is one slab
+    and an ``n x n`` Gram share whatever the number of features.
     """
 
     def __init__(self, X, slab_bytes=SLAB_BYTES):
         self.n_samples, self.n_features = X.shape
         width = slab_width(self.n_samples, slab_bytes)
-        if max(X.chunks[1]) > width:
+        if max(X.chunks[1]) > 4 * width:
             X = X.rechunk({0: -1, 1: width})
         elif X.numblocks[0] > 1:
             X = X.rechunk({0: -1})
