@@ -524,12 +524,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         checked_params = self._check_params(*X.shape)
         seed = estimator_seed(self.random_state)  # drawn once, whichever data the fit reads
         solver = self._solver_for(*X.shape)
-        if solver == "gram":
-            slabs = _wide.DaskSlabs(X) if in_dask else _wide.NumpySlabs(X)
-            return self._fit_gram(slabs, checked_params, seed, progress, X.dtype)
-        if solver == "krylov":
-            residual = _krylov.ImplicitResidual(X)
-            return self._fit_krylov(residual, checked_params, seed, progress, X.dtype)
+        if solver != "covariance":
+            return self._fit_without_covariance(solver, X, in_dask, checked_params, seed, progress)
         if in_dask and X.numblocks[1] != 1:
             X = X.rechunk({1: -1})  # the covariance path's kernels take whole rows
 
@@ -573,14 +569,20 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             )
         return solver
 
-    def _fit_gram(self, slabs, checked_params, seed, progress, dtype):
-        """The Gram path (:func:`ppa_dask.ppa.wide.fit_wide`): two passes of ``slabs``."""
+    def _fit_without_covariance(self, solver, X, in_dask, checked_params, seed, progress):
+        """The Gram path (:func:`ppa_dask.ppa.wide.fit_wide`, two passes along feature slabs)
+        or the Krylov path (:func:`ppa_dask.ppa.krylov.fit_krylov`, the residual implicit)."""
         candidates, fixed, n_steps = checked_params
-        self._check_fold_rows(slabs.n_samples, candidates, fixed, seed)
-        d = int(slabs.n_features)
-        rtol = _algebra.rank_rtol(d, dtype)
+        self._check_fold_rows(X.shape[0], candidates, fixed, seed)
+        d = int(X.shape[1])
+        rtol = _algebra.rank_rtol(d, X.dtype)
         settings = self._step_settings(checked_params, seed, rtol)
-        fitted = _wide.fit_wide(slabs, settings, progress, owner=self)
+        if solver == "gram":
+            source = _wide.DaskSlabs(X) if in_dask else _wide.NumpySlabs(X)
+            fitted = _wide.fit_wide(source, settings, progress, owner=self)
+        else:
+            source = _krylov.ImplicitResidual(X)
+            fitted = _krylov.fit_krylov(source, settings, progress)
         # fewer samples than features (and each polynomial step takes a sample-space
         # direction): a rank below d is the samples'; it matters once the steps reach it
         if fitted["rank_"] <= n_steps:
@@ -588,27 +590,11 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         for name, value in fitted.items():
             setattr(self, name, value)
         self.n_features_in_ = d
-        self.n_passes_ = slabs.n_passes
-        self.residual_cache_ = "memory"
-        self.solver_ = "gram"
-        return self
-
-    def _fit_krylov(self, residual, checked_params, seed, progress, dtype):
-        """The Krylov path (:func:`ppa_dask.ppa.krylov.fit_krylov`)."""
-        candidates, fixed, n_steps = checked_params
-        self._check_fold_rows(residual.n_samples, candidates, fixed, seed)
-        d = int(residual.n_features)
-        rtol = _algebra.rank_rtol(d, dtype)
-        settings = self._step_settings(checked_params, seed, rtol)
-        fitted = _krylov.fit_krylov(residual, settings, progress)
-        if fitted["rank_"] <= n_steps:
-            _warn_rank(fitted, rtol, d, n_steps)
-        for name, value in fitted.items():
-            setattr(self, name, value)
-        self.n_features_in_ = d
-        self.n_passes_ = residual.n_passes
-        self.residual_cache_ = "recompute"
-        self.solver_ = "krylov"
+        self.n_passes_ = source.n_passes
+        # the Gram path's residual is the samples' coordinates on the client; the Krylov
+        # path's is the data less the steps, recomputed in every product
+        self.residual_cache_ = "memory" if solver == "gram" else "recompute"
+        self.solver_ = solver
         return self
 
     def _step_settings(self, checked_params, seed, rtol):

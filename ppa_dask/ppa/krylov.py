@@ -292,28 +292,9 @@ def fit_krylov(residual, settings, progress=None):
         if progress is not None:
             progress(p + 1, n_steps)
     rank = _algebra.numerical_rank(residual_var, rank_tol)
-    padded = np.zeros((n_steps, d, max(degrees) + 1))
-    for p, step in enumerate(steps):
-        padded[p, :, : step.coef.shape[1]] = step.coef
-    ddof = n / (n - 1) if n > 1 else 1.0
-    return dict(
-        mean_=residual.mean,
-        leading_vectors_=np.array([st.direction for st in steps]),
-        coefficients_=padded,
-        basis_intervals_=np.array([[st.offset, st.scale] for st in steps]),
-        alpha_ranges_=np.array(
-            [[st.offset + st.lo * st.scale, st.offset + st.hi * st.scale] for st in steps]
-        ),
-        residual_basis_=None,
-        degrees_=np.array(degrees, dtype=int),
-        cv_scores_=None if s.fixed else np.array(scores),
-        explained_variance_=np.asarray(variances) * ddof,
-        residual_variance_=np.array(residual_var),
-        n_components_=n_steps,
-        n_samples_=int(n),
-        rank_=int(min(n, d) if rank is None else rank),
-        fold_seed_=seed if not s.fixed else None,
-        gd_history_=None,
+    rank = min(n, d) if rank is None else rank  # beyond the steps: not known, not below
+    return _steps.fitted_attributes(
+        s, residual.mean, steps, degrees, scores, variances, residual_var, n, rank
     )
 
 

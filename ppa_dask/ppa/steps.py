@@ -24,7 +24,14 @@ from ppa_dask.ppa.drivers import AUTO_LOOKAHEAD_MAX, StepSpec
 from ppa_dask.utils.compute import current_client
 from ppa_dask.utils.events import publish_step, wait_published
 
-__all__ = ["StepSettings", "check_rows", "choose_degree", "fit_steps", "refine_direction"]
+__all__ = [
+    "StepSettings",
+    "check_rows",
+    "choose_degree",
+    "fit_steps",
+    "fitted_attributes",
+    "refine_direction",
+]
 
 # rows kept on the client to estimate each step's range of alpha before its pass
 RANGE_SAMPLE_ROWS = 8192
@@ -315,7 +322,7 @@ def fit_steps(driver, settings, progress=None, owner=None):
     """
     s = settings
     candidates, n_steps, seed = list(s.candidates), s.n_steps, s.seed
-    fixed, n_folds, max_degree = s.fixed, s.n_folds, s.max_degree
+    n_folds, max_degree = s.n_folds, s.max_degree
     first = driver.first_pass(range_sample_index(driver.n_samples, seed))
     report_nonfinite(first["n_nan"], first["n_inf"])
     n, mean = first["n"], first["mean"]
@@ -423,11 +430,28 @@ def fit_steps(driver, settings, progress=None, owner=None):
         variances.append(max(float(last @ C @ last), 0.0))
     reduced = basis.T @ C @ basis  # the covariance left, in its own subspace
     rank = _algebra.numerical_rank(residual, rank_tol, np.linalg.eigvalsh(reduced))
-    ddof = n / (n - 1) if n > 1 else 1.0
-    explained = np.asarray(variances) * ddof
-    padded = np.zeros((n_steps, d, max(degrees) + 1))
+    return fitted_attributes(
+        s, mean, steps, degrees, scores, variances, residual, n, rank, residual_basis,
+        gd_history if gd else None,
+    )  # fmt: skip
+
+
+def fitted_attributes(
+    settings, mean, steps, degrees, scores, variances, residual, n, rank, residual_basis=None,
+    gd_history=None,
+):  # fmt: skip
+    """The fitted attributes of a PPA from its steps, as every step loop returns them.
+
+    ``steps`` are :class:`~ppa_dask.ppa.kernels.StepParams`; ``variances`` the variance along
+    each output (``ddof=0``; reported with scikit-learn's ``ddof=1``); ``residual`` the residual
+    variance after 0..k steps; ``rank`` the numerical rank.
+    """
+    d = mean.shape[0]
+    padded = np.zeros((len(steps), d, max(degrees) + 1))
     for p, step in enumerate(steps):
         padded[p, :, : step.coef.shape[1]] = step.coef
+    ddof = n / (n - 1) if n > 1 else 1.0
+    explained = np.asarray(variances) * ddof
     return dict(
         mean_=mean,
         leading_vectors_=np.array([st.direction for st in steps]),
@@ -438,14 +462,14 @@ def fit_steps(driver, settings, progress=None, owner=None):
         ),
         residual_basis_=residual_basis,
         degrees_=np.array(degrees, dtype=int),
-        cv_scores_=None if fixed else np.array(scores),
+        cv_scores_=None if settings.fixed else np.array(scores),
         explained_variance_=explained,
         residual_variance_=np.array(residual),
         n_components_=len(explained),
         n_samples_=int(n),
         rank_=int(rank),
-        fold_seed_=seed if not fixed else None,
-        gd_history_=gd_history if gd else None,
+        fold_seed_=settings.seed if not settings.fixed else None,
+        gd_history_=gd_history,
     )
 
 
