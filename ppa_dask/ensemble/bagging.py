@@ -1076,7 +1076,7 @@ class FeatureBaggingPPA(_FeatureBagging):
         -------
         self
         """
-        # xarray input and the two xarray-only options are handled by @labelled_fit
+        # xarray input and the xarray-only options are handled by @labelled_fit
         template = self.member_template()
         if is_dask(X):
             X = self._validate_dask(X)

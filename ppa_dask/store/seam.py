@@ -4,10 +4,10 @@ An estimator's public methods are written for ``(samples, features)`` arrays; de
 they take a DataArray or Dataset as well, and no estimator tests for xarray itself:
 
 * :func:`labelled_fit` wraps ``fit``: a cube's valid samples are stacked by a new
-  :class:`~ppa_dask.store.stacker.Stacker` (the keyword-only ``feature_dim`` and
-  ``nan_policy`` the decorator adds), the array ``fit`` runs on the rows, and the stacker's
+  :class:`~ppa_dask.store.stacker.Stacker` (the keyword-only ``feature_dim``, ``nan_policy``
+  and ``coslat`` the decorator adds), the array ``fit`` runs on the rows, and the stacker's
   layout is kept as ``xarray_layout_`` (what model files save). A fit on a plain array drops
-  a layout kept before and refuses the two xarray-only options.
+  a layout kept before and refuses the xarray-only options.
 * :func:`labelled` wraps a method (or a function of a fitted model) that takes samples: for
   xarray input it rebuilds the fitted stacker from ``xarray_layout_``, stacks the input and
   hands a :class:`LabelledRows` to the method's *xarray form*, which says what comes back per
@@ -60,7 +60,9 @@ __all__ = ["LAYOUT_ATTR", "LabelledRows", "fitted_stacker", "labelled", "labelle
 #: The fitted attribute holding the stacker's layout (absent after a fit on plain arrays).
 LAYOUT_ATTR = "xarray_layout_"
 
-_XARRAY_ONLY = "feature_dim and nan_policy apply to xarray input only (DataArray or Dataset)"
+_XARRAY_ONLY = (
+    "feature_dim, nan_policy and coslat apply to xarray input only (DataArray or Dataset)"
+)
 
 
 def fitted_stacker(estimator, use="transform xarray input"):
@@ -99,13 +101,15 @@ def fitted_stacker(estimator, use="transform xarray input"):
 
 
 def _with_xarray_options(signature):
-    """``signature`` with the keyword-only ``feature_dim=None, nan_policy="raise"`` added."""
+    """``signature`` with the keyword-only ``feature_dim=None, nan_policy="raise",
+    coslat=False`` added."""
     params = list(signature.parameters.values())
     tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
     head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
     added = [
         inspect.Parameter("feature_dim", inspect.Parameter.KEYWORD_ONLY, default=None),
         inspect.Parameter("nan_policy", inspect.Parameter.KEYWORD_ONLY, default="raise"),
+        inspect.Parameter("coslat", inspect.Parameter.KEYWORD_ONLY, default=False),
     ]
     return signature.replace(parameters=head + added + tail)
 
@@ -114,10 +118,11 @@ def labelled_fit(fit):
     """Decorate an array ``fit(self, X, ...)`` so that it also fits xarray cubes.
 
     The decorated ``fit`` takes the keyword-only ``feature_dim`` (the DataArray dimension
-    holding the features) and ``nan_policy`` (see :class:`~ppa_dask.store.stacker.Stacker`),
-    which the array ``fit`` never sees. For xarray input it fits on the stacked valid samples
-    and sets ``xarray_layout_``; for arrays it refuses those options and, once the array fit
-    has returned, drops an ``xarray_layout_`` of an earlier fit (a failing fit leaves it).
+    holding the features), ``nan_policy`` and ``coslat`` (see
+    :class:`~ppa_dask.store.stacker.Stacker`), which the array ``fit`` never sees. For xarray
+    input it fits on the stacked valid samples and sets ``xarray_layout_``; for arrays it
+    refuses those options and, once the array fit has returned, drops an ``xarray_layout_`` of
+    an earlier fit (a failing fit leaves it).
     Warnings of the stacker point at the user's call.
 
     Parameters
@@ -128,17 +133,17 @@ def labelled_fit(fit):
     Returns
     -------
     callable
-        With ``fit``'s name, docstring and signature (the two options added).
+        With ``fit``'s name, docstring and signature (the three options added).
     """
 
     @functools.wraps(fit)
-    def wrapper(estimator, X, *args, feature_dim=None, nan_policy="raise", **kwargs):
+    def wrapper(estimator, X, *args, feature_dim=None, nan_policy="raise", coslat=False, **kwargs):
         if is_xarray(X):
-            stacker = Stacker(feature_dim=feature_dim, nan_policy=nan_policy)
+            stacker = Stacker(feature_dim=feature_dim, nan_policy=nan_policy, coslat=coslat)
             wrapper(estimator, stacker.fit_stack(X), *args, **kwargs)
             setattr(estimator, LAYOUT_ATTR, stacker.layout)
             return estimator
-        if feature_dim is not None or nan_policy != "raise":
+        if feature_dim is not None or nan_policy != "raise" or coslat is not False:
             raise ValueError(_XARRAY_ONLY)
         result = fit(estimator, X, *args, **kwargs)
         vars(estimator).pop(LAYOUT_ATTR, None)  # a fit on plain arrays has no xarray layout
@@ -189,6 +194,13 @@ class LabelledRows:
     def n_kept(self):
         """Columns of :attr:`rows`: the fitted features kept (NaN nowhere at fit)."""
         return self.stacker.n_kept
+
+    @property
+    def weights(self):
+        """The weights :attr:`rows` were multiplied by, one per column (a fit with ``coslat``),
+        or None. :meth:`features` divides them out; a form whose result has axes along the
+        features of another kind (a derivative) says what it does with them."""
+        return self.stacker.kept_weights
 
     def map(self, tail, kwargs=None, *, method=None):
         """The estimator's array method on the rows without NaN (NaN of shape ``tail`` else).
