@@ -495,7 +495,8 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             ``standard_name`` "latitude"), a string names it; it must run along the features.
             The fitted model (``mean_``, ``leading_vectors_``, ``explained_variance_``,
             ``reconstruction_errors``) is that of the weighted values; ``transform`` applies
-            the weights and ``inverse_transform`` divides them back out, in the input's units.
+            the weights and ``inverse_transform`` (and
+            :func:`ppa_dask.store.seam.patterns`) divide them back out, in the input's units.
 
         Returns
         -------

@@ -14,6 +14,9 @@ they take a DataArray or Dataset as well, and no estimator tests for xarray itse
   sample (:meth:`LabelledRows.map` runs the array method on the rows without NaN) and how it is
   unstacked (:meth:`LabelledRows.components`, :meth:`LabelledRows.features`,
   :meth:`LabelledRows.per_sample`). Arrays go straight to the array method.
+* :func:`patterns` puts a fitted model's vectors in feature space (its leading vectors) on
+  the fitted layout: maps ``(component, latitude, longitude)`` of a field, NaN at the cells
+  dropped at fit, in the input's units when the fit was weighted (``coslat``).
 
 This is the only module of the package outside :mod:`ppa_dask.utils` that tests whether an
 input is an xarray object (tests/test_architecture.py checks the estimators do not).
@@ -45,6 +48,8 @@ import dataclasses
 import functools
 import inspect
 
+import numpy as np
+
 from ppa_dask.store.labelled import (
     apply_method,
     feature_coords,
@@ -52,10 +57,17 @@ from ppa_dask.store.labelled import (
     scatter_kept,
     unstack_samples,
 )
-from ppa_dask.store.stacker import Samples, Stacker
+from ppa_dask.store.stacker import COMPONENT_DIM, Samples, Stacker
 from ppa_dask.utils.arrays import is_xarray
 
-__all__ = ["LAYOUT_ATTR", "LabelledRows", "fitted_stacker", "labelled", "labelled_fit"]
+__all__ = [
+    "LAYOUT_ATTR",
+    "LabelledRows",
+    "fitted_stacker",
+    "labelled",
+    "labelled_fit",
+    "patterns",
+]
 
 #: The fitted attribute holding the stacker's layout (absent after a fit on plain arrays).
 LAYOUT_ATTR = "xarray_layout_"
@@ -304,3 +316,70 @@ def labelled(xarray_form, *, components=False, use="transform xarray input", che
         return wrapper
 
     return decorate
+
+
+def patterns(estimator, vectors=None):
+    """A fitted model's leading vectors as maps: one per component, on the fitted features.
+
+    The EOF view of a model fitted on xarray: each vector in feature space goes back to the
+    fitted feature dimension(s) with their coordinates (``(component, latitude, longitude)``
+    for a field fitted with ``feature_dim=("latitude", "longitude")``), NaN at the features
+    dropped at fit (land), and divided by the weights of a fit with ``coslat`` so that they
+    are in the input's units. A PPA component is a curve through the mean whose coefficient is
+    measured along its leading vector: for degree 1 (an EOF), ``inverse_transform`` of the
+    coefficient ``alpha`` is ``mean + alpha * pattern``; for higher degrees the curve departs
+    from that line orthogonally to it (the polynomial part, which the maps do not show).
+
+    Parameters
+    ----------
+    estimator : object
+        Fitted on a DataArray or Dataset (it has an ``xarray_layout_``).
+    vectors : array-like of shape (k, n_kept), optional
+        Rows in the space the model was fitted in (one value per kept feature); default the
+        model's ``leading_vectors_`` (unit rows of the weighted values with ``coslat``).
+
+    Returns
+    -------
+    xarray.DataArray
+        ``"patterns"`` with a ``component`` dimension (coordinate 1..k) before the fitted
+        feature dimension(s); ``attrs`` say what it holds and, with ``coslat``, which weights
+        were divided out.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ppa_dask import PPA
+    >>> from ppa_dask.datasets import make_enso_field
+    >>> field = make_enso_field(n_times=60, n_lat=12, n_lon=36)
+    >>> model = PPA(n_components=2, degree=2).fit(field, feature_dim=("latitude", "longitude"))
+    >>> maps = patterns(model)
+    >>> maps.dims, maps.shape
+    (('component', 'latitude', 'longitude'), (2, 12, 36))
+    >>> bool(np.array_equal(maps[0].isnull(), field[0].isnull()))  # NaN over land
+    True
+    """
+    stacker = fitted_stacker(estimator, "draw its patterns")
+    if vectors is None:
+        if not hasattr(estimator, "leading_vectors_"):
+            raise ValueError(
+                f"this {type(estimator).__name__} has no leading_vectors_; pass the vectors"
+            )
+        vectors = estimator.leading_vectors_
+    vectors = np.asarray(vectors, dtype=np.float64)
+    if vectors.ndim != 2 or vectors.shape[1] != stacker.n_kept:
+        raise ValueError(
+            f"vectors must have one column per feature kept at fit ({stacker.n_kept}), got "
+            f"shape {vectors.shape}"
+        )
+    k = vectors.shape[0]
+    # one "sample" per component, the feature dimension(s) after it
+    components = Samples((COMPONENT_DIM,), (k,), {COMPONENT_DIM: np.arange(1, k + 1)}, 1)
+    out = stacker.unstack_features(vectors, components)
+    layout = stacker.layout
+    if layout["kind"] == "DataArray":  # (a Dataset's variables keep their names)
+        out.name = "patterns"
+    what = layout.get("name") or layout["feature_dim"]
+    out.attrs = {"long_name": f"leading vectors of the {what} model, as maps"}
+    if layout.get("coslat"):
+        out.attrs["weights"] = f"sqrt(cos({layout['coslat']})) divided out"
+    return out
