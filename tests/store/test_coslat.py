@@ -9,6 +9,7 @@ import xarray as xr
 
 from ppa_dask import PPA
 from ppa_dask.datasets import make_enso_field
+from ppa_dask.ensemble import FeatureBaggingPPA
 from ppa_dask.geometry import frenet_serret
 from ppa_dask.store import load_model, save_model
 from ppa_dask.store.stacker import Stacker
@@ -30,7 +31,7 @@ def _weighted_rows(field):
     return field.values[:, ocean] * w, w, ocean
 
 
-@pytest.mark.parametrize("solver", ["covariance", "gram"])
+@pytest.mark.parametrize("solver", ["covariance", "gram", "krylov"])
 def test_coslat_is_the_fit_of_the_hand_weighted_array(solver):
     field = _field()
     params = dict(n_components=2, degree=2, solver=solver, random_state=0)
@@ -172,3 +173,15 @@ def test_jacobian_and_metric_in_the_input_units():
     assert np.allclose(M.values, by_hand.metric(X[:5]) * w[:, None] * w, atol=1e-8)
     with pytest.raises(ValueError, match="frenet_serret of a model fitted with coslat"):
         frenet_serret(model, field.isel(time=slice(0, 2)))
+
+
+def test_a_bagged_ppa_reconstructs_in_the_input_units():
+    # the option comes with the seam, so every estimator fitted on xarray has it
+    field = _field(n_times=150, n_lat=6, n_lon=12, land=False)
+    params = dict(n_estimators=4, n_components=2, random_state=0)
+    model = FeatureBaggingPPA(**params).fit(field, feature_dim=FEATURES, coslat=True)
+    X, w, _ = _weighted_rows(field)
+    by_hand = FeatureBaggingPPA(**params).fit(X)
+    rec = model.reconstruct(field)
+    assert rec.dims == field.dims
+    assert np.allclose(rec.values.reshape(150, -1), by_hand.reconstruct(X) / w, atol=1e-10)

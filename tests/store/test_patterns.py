@@ -21,7 +21,7 @@ def _by_hand(model, field, weights=None):
     return out
 
 
-@pytest.mark.parametrize("solver", ["covariance", "gram"])
+@pytest.mark.parametrize("solver", ["covariance", "gram", "krylov"])
 def test_patterns_are_the_leading_vectors_on_the_grid(solver):
     field = make_enso_field(n_times=150, n_lat=8, n_lon=18)
     model = PPA(n_components=3, degree=2, solver=solver, random_state=0)
