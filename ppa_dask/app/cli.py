@@ -569,6 +569,13 @@ def _add_fit(subparsers):
         help="xarray input: samples with NaN in some features (default: raise)",
     )
     p.add_argument(
+        "--coslat",
+        action="store_true",
+        help="xarray input: weight each feature by sqrt(cos(latitude)) (a lat or latitude "
+        "coordinate along the features), as EOF analysis weights grid cells; transform and "
+        "inverse apply and undo it",
+    )
+    p.add_argument(
         "--degree",
         type=_degree_spec,
         default=[1, 2, 3, 4, 5],
@@ -627,6 +634,8 @@ def run_fit(args, stream=None):
     _several_inputs(args, "model")
     _check_new_output(args.model, args.overwrite, "MODEL", {"INPUT": args.input})
     _check_report(args)
+    if args.coslat and not args.feature_dim:
+        raise CommandError("--coslat weights the features of an xarray cube: give --feature-dim")
     cluster = read_cluster_option(args.cluster, args.scheduler)  # the one read, before any work
     variable, variables = store.sources.variable_choice(args.variable)
     source = store.open_source(
@@ -663,7 +672,11 @@ def run_fit(args, stream=None):
     with command_session(args, progress, cluster=cluster):
         with progress.stage("fit_s", f"fitting {model!r}"):
             kwargs = (
-                {"feature_dim": args.feature_dim, "nan_policy": args.nan_policy}
+                {
+                    "feature_dim": args.feature_dim,
+                    "nan_policy": args.nan_policy,
+                    "coslat": args.coslat,
+                }
                 if args.feature_dim
                 else {}
             )
@@ -932,6 +945,7 @@ def run_info(args, stream=None):
             lines.append(
                 f"{'xarray layout:':<18}features along "
                 f"{layout.get('feature_dim') or 'the Dataset variables'}"
+                + (f", weighted by sqrt(cos({layout['coslat']}))" if layout.get("coslat") else "")
             )
     lines.append(f"arrays:           {len(info['arrays'])} (SHA-256 checked)")
     print("\n".join(lines), file=stream)

@@ -3,15 +3,17 @@ bundled real data sets.
 
 Synthetic samples (:mod:`.synthetic`: helix and curved manifolds whose values depend only on
 the seed and the row index, never on chunking, and :func:`write_zarr` for large stores), the
-cube (:mod:`.cube`: band x y x x spectra with clouds), the two parabolas of the PPA paper
-(:mod:`.toys`) and loaders of the real data sets shipped compressed in ``data/``
-(:mod:`.loaders`, with their provenance), among them a real Landsat 8 scene, one GeoTIFF per
-band (:func:`.load_landsat_crop`).
+cube (:mod:`.cube`: band x y x x spectra with clouds), a climate field with a curved leading
+mode (:mod:`.field`: an ENSO-like SST anomaly whose warm and cold phases differ in shape), the
+two parabolas of the PPA paper (:mod:`.toys`) and loaders of the real data sets shipped
+compressed in ``data/`` (:mod:`.loaders`, with their provenance), among them a real Landsat 8
+scene, one GeoTIFF per band (:func:`.load_landsat_crop`).
 
 >>> from ppa_dask.datasets import make_helix
 """
 
 from ppa_dask.datasets.cube import cube_wavelengths, make_cube
+from ppa_dask.datasets.field import make_enso_field
 from ppa_dask.datasets.loaders import (
     LANDSAT_BANDS,
     LANDSAT_SCENE_ID,
@@ -73,6 +75,7 @@ __all__ = [
     "write_zarr",
     "make_cube",
     "cube_wavelengths",
+    "make_enso_field",
     "make_parabolas",
     "PAPER_DATASETS",
     "PAPER_SHAPES",

@@ -1071,12 +1071,16 @@ class FeatureBaggingPPA(_FeatureBagging):
             xarray only: the dimension of a DataArray holding the features.
         nan_policy : {"raise", "drop_samples"}, default="raise"
             xarray only: what to do with samples NaN in some but not all features.
+        coslat : bool or str, default=False
+            xarray only: weight each feature by ``sqrt(cos(latitude))``, as
+            :meth:`ppa_dask.PPA.fit` does; reconstructions come back in the input's units,
+            errors are of the weighted values.
 
         Returns
         -------
         self
         """
-        # xarray input and the two xarray-only options are handled by @labelled_fit
+        # xarray input and the xarray-only options are handled by @labelled_fit
         template = self.member_template()
         if is_dask(X):
             X = self._validate_dask(X)

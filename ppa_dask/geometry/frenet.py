@@ -277,6 +277,13 @@ def _check_xarray_axis(model, axis=0):
 def _frenet_labelled(rows, axis=0):
     """Frames ``(frame, <feature dim>)`` and curvatures ``(curvature,)`` per sample."""
     model, axis = rows.estimator, int(axis)
+    if rows.weights is not None:
+        # the frames live in the weighted space; in the input's they are other vectors (not
+        # unit, not orthogonal) and the curvatures change: not one division away
+        raise ValueError(
+            "frenet_serret of a model fitted with coslat would give frames and curvatures of "
+            "the latitude-weighted values; fit without coslat for the geometry of the field"
+        )
     d = model.n_features_in_
     packed = rows.map_kernel(_frenet_packed, (d * d + d - 1,), (model.model_params(), axis))
     frames, chi = _unpack(packed, d)

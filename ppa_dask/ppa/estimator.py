@@ -125,6 +125,8 @@ def _jacobian_labelled(rows):
     coords = rows.feature_coords()
     coords[COMPONENT_DIM] = np.arange(1, d + 1)
     values = rows.map((d, d))
+    if rows.weights is not None:  # coslat: the model saw w * x, so dR/dx = dR/d(w x) w
+        values = values * rows.weights
     return rows.per_sample(values, (COMPONENT_DIM, fdim), coords, "jacobian", kept_axes=(2,))
 
 
@@ -134,6 +136,9 @@ def _metric_labelled(rows, whitened=True):
     coords = rows.feature_coords()
     coords.update(rows.feature_coords(f"{fdim}_2"))
     values = rows.map((d, d), {"whitened": whitened})
+    if rows.weights is not None:  # coslat: dx^T W M W dx, the metric of the weighted values
+        w = rows.weights
+        values = values * w[:, None] * w
     return rows.per_sample(values, (fdim, f"{fdim}_2"), coords, "metric", kept_axes=(1, 2))
 
 
@@ -483,12 +488,21 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             xarray only: what to do with samples that are NaN in some but not all features
             (samples NaN in every feature are always left out, features NaN everywhere always
             dropped); see :class:`ppa_dask.store.stacker.Stacker`.
+        coslat : bool or str, default=False
+            xarray only: weight each feature by ``sqrt(cos(latitude))`` before the fit, as EOF
+            analysis weights the grid cells of a (time, latitude, longitude) field by their
+            area. ``True`` finds the latitude coordinate (``lat``, ``latitude``, or
+            ``standard_name`` "latitude"), a string names it; it must run along the features.
+            The fitted model (``mean_``, ``leading_vectors_``, ``explained_variance_``,
+            ``reconstruction_errors``) is that of the weighted values; ``transform`` applies
+            the weights and ``inverse_transform`` (and
+            :func:`ppa_dask.store.seam.patterns`) divide them back out, in the input's units.
 
         Returns
         -------
         self : PPA
         """
-        # xarray input and the two xarray-only options are handled by @labelled_fit
+        # xarray input and the xarray-only options are handled by @labelled_fit
         X = as_dask_if_zarr(X)
         # validation resets these before the checks that can still fail; a failing fit restores
         # them, so a fitted model stays whole and an unfitted one stays unfitted

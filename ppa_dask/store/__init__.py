@@ -30,6 +30,7 @@ from ppa_dask.store.results import (
     write_array,
     write_dataset,
 )
+from ppa_dask.store.seam import patterns
 from ppa_dask.store.sinks import write_cube, write_result, write_table
 from ppa_dask.store.sources import (
     Source,
@@ -66,4 +67,5 @@ __all__ = [
     "name_features",
     "write_cube",
     "write_table",
+    "patterns",
 ]

@@ -70,7 +70,7 @@ from ppa_dask.store.sources import FILL_WARN_FRACTION
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.warnings import NoDataWarning, warn
 
-__all__ = ["COMPONENT_DIM", "NAN_POLICIES", "Samples", "Stacker"]
+__all__ = ["COMPONENT_DIM", "LATITUDE_NAMES", "NAN_POLICIES", "Samples", "Stacker"]
 
 #: Name of the output dimension of ``transform``.
 COMPONENT_DIM = "component"
@@ -244,6 +244,66 @@ def _scatter_features(block, kept_idx, n_features):
     return out
 
 
+#: Names a latitude coordinate goes by when ``coslat=True`` (else its ``standard_name``).
+LATITUDE_NAMES = ("lat", "latitude")
+
+
+def _latitude_coord(X, coslat):
+    """The name of the latitude coordinate of ``X`` that ``coslat`` means."""
+    if isinstance(coslat, str):
+        if coslat not in X.coords:
+            raise ValueError(f"coslat={coslat!r} is not a coordinate of X: {list(X.coords)}")
+        return coslat
+    found = [k for k in X.coords if str(k).lower() in LATITUDE_NAMES]
+    found = found or [k for k in X.coords if X[k].attrs.get("standard_name") == "latitude"]
+    if len(found) != 1:
+        which = "no" if not found else f"{len(found)} ({found})"
+        raise ValueError(
+            f"coslat=True found {which} latitude coordinate(s) among {list(X.coords)} (names "
+            f"{LATITUDE_NAMES} or standard_name 'latitude'); name it: coslat='<coordinate>'"
+        )
+    return found[0]
+
+
+def _latitude_weights(X, feature_dim, coslat):
+    """``sqrt(cos(latitude))`` of each feature, in the stacked order; None without coslat.
+
+    The latitude must run along the features (a DataArray's feature dimension(s)): the weights
+    scale features, as EOF analysis of a (time, latitude, longitude) field weights each cell by
+    its area. A latitude along the samples would weight samples instead, which no output in
+    feature space could undo, so it is refused.
+    """
+    if coslat is False or coslat is None:
+        return None, None
+    if not isinstance(coslat, (bool, str)):
+        raise TypeError(f"coslat must be a bool or a coordinate name, got {coslat!r}")
+    if isinstance(X, xr.Dataset):
+        raise ValueError(
+            "coslat weights features by their latitude; the features of a Dataset are its "
+            "variables, which have no latitude: fit a DataArray with feature_dim"
+        )
+    name = _latitude_coord(X, coslat)
+    lat = X.coords[name]
+    fdims = feature_dim if isinstance(feature_dim, (list, tuple)) else [feature_dim]
+    fdims = [str(d) for d in fdims]
+    if not lat.dims or not set(lat.dims) <= set(fdims):
+        raise ValueError(
+            f"coslat weights features by their latitude, but the coordinate {name!r} runs along "
+            f"{lat.dims}, not along the feature dimension(s) {tuple(fdims)}: put the latitude "
+            "among the features (feature_dim) or fit without coslat"
+        )
+    # broadcast over the feature dimensions in C order, the order they are merged in
+    lat = lat.expand_dims({d: X.sizes[d] for d in fdims if d not in lat.dims})
+    degrees = np.asarray(lat.transpose(*fdims).values, dtype=np.float64).ravel()
+    if not np.isfinite(degrees).all() or np.abs(degrees).max() > 90:
+        raise ValueError(
+            f"coslat needs latitudes in degrees within [-90, 90]; {name!r} holds values from "
+            f"{np.nanmin(degrees)} to {np.nanmax(degrees)}"
+        )
+    # cos is about 6e-17 at the poles, never 0: the weights stay invertible
+    return name, np.sqrt(np.cos(np.deg2rad(degrees)))
+
+
 # -------------------------------------------------------------------------------------------
 # missing data
 # -------------------------------------------------------------------------------------------
@@ -389,6 +449,14 @@ def _checked_layout(layout):
                 f"({d},)"
             )
         feature_coords[k] = v
+    weights = layout.get("feature_weights")
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (d,) or not (weights[kept] > 0).all():
+            raise ValueError(
+                f"the xarray layout's feature_weights must be {d} numbers, positive for the kept "
+                f"features, got shape {weights.shape}"
+            )
     variables = layout.get("variables")
     if kind == "Dataset":
         if variables is None or len(variables) != d:
@@ -406,6 +474,8 @@ def _checked_layout(layout):
         name=layout.get("name"),
         variables=variables,
     )
+    if weights is not None:
+        out["feature_weights"] = weights
     return out
 
 
@@ -427,6 +497,13 @@ class Stacker:
         features: raise a ValueError that gives their count, the features concerned and where
         the first ones are, or leave them out with a warning giving the same report. Samples
         NaN in every feature are always left out, features NaN everywhere always dropped.
+    coslat : bool or str, default=False
+        DataArray only: weight each feature by ``sqrt(cos(latitude))`` (in degrees), as EOF
+        analysis of a (time, latitude, longitude) field weights each grid cell by its area.
+        ``True`` finds the latitude coordinate by its name (``lat``, ``latitude``) or its
+        ``standard_name``; a string names it. It must run along the feature dimension(s). The
+        stacked rows are the weighted values; :meth:`unstack_features` divides the weights
+        back out, so values in feature space come back in the input's units.
 
     Attributes
     ----------
@@ -435,8 +512,10 @@ class Stacker:
         "Dataset"), ``feature_dim``, ``n_features``, ``kept`` (booleans, one per feature),
         ``feature_coords`` (name -> numpy array along the feature dimension), ``name`` (of the
         DataArray), ``variables`` (of the Dataset) and ``nan_summary`` (samples in all,
-        fitted, fully masked, with isolated NaNs, and the positions of the dropped features).
-        Plain values and numpy arrays only, so a model file can save it.
+        fitted, fully masked, with isolated NaNs, and the positions of the dropped features);
+        with ``coslat``, ``coslat`` (the latitude coordinate's name) and ``feature_weights``
+        (one weight per feature). Plain values and numpy arrays only, so a model file can save
+        it.
 
     Examples
     --------
@@ -459,11 +538,12 @@ class Stacker:
     ('component', 'y', 'x')
     """
 
-    def __init__(self, feature_dim=None, nan_policy="raise"):
+    def __init__(self, feature_dim=None, nan_policy="raise", coslat=False):
         if nan_policy not in NAN_POLICIES:
             raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
         self.feature_dim = feature_dim
         self.nan_policy = nan_policy
+        self.coslat = coslat
         self._layout = None
 
     @classmethod
@@ -519,6 +599,13 @@ class Stacker:
         """Number of features in the stacked arrays (the fitted features NaN nowhere)."""
         return int(np.count_nonzero(self._fitted_layout()["kept"]))
 
+    @property
+    def kept_weights(self):
+        """The weights of the kept features (the stacked columns), or None without coslat."""
+        layout = self._fitted_layout()
+        weights = layout.get("feature_weights")
+        return None if weights is None else weights[layout["kept"]]
+
     # ---------------------------------------------------------------------------------------
     # stacking
     # ---------------------------------------------------------------------------------------
@@ -559,6 +646,7 @@ class Stacker:
                 f"the input has a {COMPONENT_DIM!r} dimension, the name of the output dimension; "
                 "rename it first"
             )
+        latitude, weights = _latitude_weights(X, self.feature_dim, self.coslat)
         data2d, sample_dims, sample_shape = _stack(A, fdim)
         if not np.issubdtype(data2d.dtype, np.floating):
             data2d = data2d.astype(np.float64)
@@ -616,6 +704,8 @@ class Stacker:
         rows = data2d if not dropped.any() else data2d[:, kept_idx]
         if not valid.all():
             rows = _complete_rows(rows, valid)
+        if weights is not None:
+            rows = rows * weights[kept_idx].astype(rows.dtype)
         self._layout = {
             "kind": kind,
             "feature_dim": fdim,
@@ -633,6 +723,9 @@ class Stacker:
             _, coords = merge_feature_dims(X, self.feature_dim)
             self._layout["feature_dims"] = list(coords)
             self._layout["feature_dim_coords"] = coords
+        if weights is not None:
+            self._layout["coslat"] = str(latitude)
+            self._layout["feature_weights"] = weights
         return rows
 
     def _check_features(self, A, fdim, where):
@@ -700,6 +793,8 @@ class Stacker:
         rows = _single_column_chunk(data2d)
         if not kept.all():
             rows = rows[:, np.flatnonzero(kept)]
+        if self.kept_weights is not None:  # the fit's weighting (coslat)
+            rows = rows * self.kept_weights.astype(rows.dtype)
         return rows, _samples(A, fdim, sample_dims, sample_shape)
 
     def stack_components(self, R):
@@ -818,6 +913,8 @@ class Stacker:
             raise ValueError(
                 f"expected one column per kept feature ({n_kept}), got shape {rows.shape}"
             )
+        if self.kept_weights is not None:  # back to the input's units (coslat)
+            rows = rows / self.kept_weights
         if not kept.all():
             kept_idx = np.flatnonzero(kept)
             if is_dask(rows):

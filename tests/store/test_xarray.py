@@ -477,7 +477,9 @@ def test_the_seam_keeps_the_fit_signature_and_names_what_was_wanted(cube):
         with pytest.raises(ValueError) as info:
             call()
         assert str(info.value) == message
-    with pytest.raises(ValueError, match="^feature_dim and nan_policy apply to xarray input"):
+    with pytest.raises(
+        ValueError, match="^feature_dim, nan_policy and coslat apply to xarray input"
+    ):
         PPA(**PARAMS).fit(X, nan_policy="drop_samples")
     # an unfitted ensemble says it is not fitted before looking for a layout
     from sklearn.exceptions import NotFittedError
