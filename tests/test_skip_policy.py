@@ -33,9 +33,13 @@ def test_expected_failure():
 """
 
 
-def _run(tmp_path, suite, required=""):
+def _run(tmp_path, suite, required="", ci=False):
     (tmp_path / "test_suite.py").write_text(textwrap.dedent(suite))
     env = {**os.environ, "PYTHONPATH": str(TESTS), "PPA_DASK_REQUIRED_PROGRAMS": required}
+    # this run's own CI=true must not leak into the child's verdict
+    env.pop("CI", None)
+    if ci:
+        env["CI"] = "true"
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "system_programs", "-p", "no:cacheprovider",
          "-rs", str(tmp_path / "test_suite.py")],
@@ -56,6 +60,14 @@ def test_a_skip_for_a_required_program_fails(tmp_path):
     assert "frobnicator is required here (PPA_DASK_REQUIRED_PROGRAMS)" in run.stdout
     # another program required does not refuse this skip
     assert _run(tmp_path, SUITE, required="slurm").returncode == 0
+
+
+def test_under_ci_a_skip_for_any_missing_program_fails(tmp_path):
+    # README's command on a machine without the program passes (above); CI's fails
+    run = _run(tmp_path, SUITE, ci=True)
+    assert run.returncode == 1, run.stdout
+    assert "frobnicator is required under CI (CI=true)" in run.stdout
+    assert "1 passed, 1 skipped, 1 xfailed" in run.stdout
 
 
 def test_any_other_skip_fails(tmp_path):

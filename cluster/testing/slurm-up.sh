@@ -4,40 +4,36 @@
 #   cluster/testing/slurm-up.sh [DIR]     # prints DIR (default: a new temporary folder)
 #   cluster/testing/slurm-down.sh DIR
 #
-# Installs Debian's packages when they are missing (slurmctld, slurmd, slurm-client, munge, and
-# slurm-wlm-torque for the PBS-style qsub/qstat/qdel wrappers), writes a configuration for this
+# Installs nothing: SLURM's programs must be there already (Debian's slurmctld, slurmd,
+# slurm-client, munge, and slurm-wlm-torque for the PBS-style qsub/qstat/qdel wrappers; `bash
+# .ci/run` installs them), else it exits 1 naming what is missing. Writes a configuration for this
 # host into DIR (state, spool, logs and pid files there too), starts munged (as the munge user,
-# with its own socket), slurmctld and slurmd, and waits until sinfo shows the node idle. The
-# plugins chosen need neither systemd nor cgroups (proctrack/linuxproc, task/none). The client
-# commands find the daemons through DIR/env (SLURM_CONF, MUNGE socket); source it, or let the
-# tests read it (PPA_DASK_SLURM=DIR). slurm-down.sh stops exactly the daemons started here, by
-# the pids in their pid files. Needs root (it installs packages and runs the daemons).
+# with its own socket), slurmctld and slurmd, and waits until sinfo shows the node idle. DIR and
+# its parents must be passable by the munge user (not a private temporary folder such as
+# pytest's). The plugins chosen need neither systemd nor cgroups (proctrack/linuxproc,
+# task/none). The client commands find the daemons through DIR/env (SLURM_CONF, MUNGE socket);
+# source it, or let the tests read it (PPA_DASK_SLURM=DIR). slurm-down.sh stops exactly the
+# daemons started here, by the pids in their pid files. Needs root (it runs the daemons).
 set -euo pipefail
+log() { echo "slurm-up: $*" >&2; }
+
+# checked first, before anything is written: the programs this script and the tests run
+programs=(slurmctld slurmd sinfo munged qsub)
+missing=()
+for p in "${programs[@]}"; do
+    command -v "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    log "not on PATH: ${missing[*]}; this script installs nothing (Debian: apt-get install" \
+        "slurmctld slurmd slurm-client munge slurm-wlm-torque, as bash .ci/run does)"
+    exit 1
+fi
 
 dir="${1:-$(mktemp -d /tmp/ppa-dask-slurm.XXXXXX)}"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 # munged runs as the munge user: it must be able to pass through DIR (mktemp -d makes it 700)
 chmod 755 "$dir"
-log() { echo "slurm-up: $*" >&2; }
-
-packages=(slurmctld slurmd slurm-client munge slurm-wlm-torque)
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    command -v apt-get >/dev/null || { log "apt-get not found; cannot install ${missing[*]}"; exit 1; }
-    apt=(apt-get -o DPkg::Lock::Timeout=120 -y -q --no-install-recommends)
-    export DEBIAN_FRONTEND=noninteractive
-    log "installing ${missing[*]}"
-    # the package lists are refreshed only when the packages cannot be found without
-    if ! "${apt[@]}" install "${missing[@]}" >"$dir/apt.log" 2>&1; then
-        "${apt[@]}" update >>"$dir/apt.log" 2>&1 || true
-        "${apt[@]}" install "${missing[@]}" >>"$dir/apt.log" 2>&1 ||
-            { log "could not install ${missing[*]} (see $dir/apt.log)"; exit 1; }
-    fi
-fi
 
 host="$(hostname -s)"
 cpus="$(nproc)"

@@ -3,10 +3,12 @@ PBS-style wrappers (qsub/qstat/qdel of slurm-wlm-torque), and the faults batch u
 jobs, signals, jobs that die at start, jobs that cannot start, malformed cluster files.
 
 The SLURM is the one named by ``PPA_DASK_SLURM`` (the folder slurm-up.sh printed; .ci/run starts
-one), else one started here for the module and stopped after it. The tests skip, saying so,
-only where SLURM cannot be had (not root, no apt-get, packages not installable); under CI
-(``CI=true``) they fail instead. Every command runs in a subprocess under a time bound; every
-test's jobs carry a name of their own and are cancelled after it whatever happened.
+one), else one started here for the module, in a folder of its own under /tmp, and stopped after
+it (tests/slurm_service.py). Nothing is installed here: where SLURM's programs are missing (or
+this is not root, which the daemons need) the tests skip, saying how to get them
+(tests/system_programs.py; under ``CI=true`` the skip fails the run). Every command runs in a
+subprocess under a time bound; every test's jobs carry a name of their own and are cancelled
+after it whatever happened.
 """
 
 import os
@@ -20,6 +22,7 @@ import numpy as np
 import paths
 import processes
 import pytest
+import slurm_service
 import yaml
 import zarr
 
@@ -31,53 +34,19 @@ from ppa_dask.datasets import make_curved_manifold
 pytestmark = [pytest.mark.slurm, pytest.mark.cluster]
 
 ROOT = str(paths.ROOT)
-UP = os.path.join(ROOT, "cluster", "testing", "slurm-up.sh")
-DOWN = os.path.join(ROOT, "cluster", "testing", "slurm-down.sh")
 FIT = ["--degree", "2", "--n-components", "4", "--seed", "0"]
 ONE_BLAS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def _unavailable(reason):
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"SLURM is required under CI: {reason}")
-    pytest.skip(f"SLURM not available: {reason}")
-
-
-def _read_env(folder):
-    env = {}
-    with open(os.path.join(folder, "env")) as f:
-        for line in f:
-            if line.startswith("export "):
-                key, _, value = line[len("export ") :].strip().partition("=")
-                env[key] = value
-    return env
-
-
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
+def slurm():
     """The environment variables that reach the one-node SLURM (SLURM_CONF, ...)."""
-    folder = os.environ.get("PPA_DASK_SLURM")
-    started = False
-    if not folder:
-        if os.geteuid() != 0:
-            _unavailable("cluster/testing/slurm-up.sh needs root (packages and daemons)")
-        folder = str(tmp_path_factory.mktemp("slurm"))
-        try:
-            up = subprocess.run(
-                ["bash", UP, folder], capture_output=True, text=True, timeout=600, check=False
-            )
-        except subprocess.TimeoutExpired:
-            _unavailable("cluster/testing/slurm-up.sh did not finish within 600 s")
-        if up.returncode != 0:
-            last = (up.stderr.strip().splitlines() or ["?"])[-1]
-            _unavailable(f"cluster/testing/slurm-up.sh failed: {last}")
-        started = True
-    env = _read_env(folder)
+    folder, started = slurm_service.slurm_folder()
     try:
-        yield env
+        yield slurm_service.read_env(folder)
     finally:
         if started:
-            subprocess.run(["bash", DOWN, folder], capture_output=True, timeout=120, check=False)
+            slurm_service.stop_slurm(folder)
 
 
 def _env(slurm):
