@@ -113,6 +113,9 @@ sphinx_gallery_conf = {
     "matplotlib_animations": False,
     "show_memory": False,
     "plot_gallery": "True",
+    # a script that raises fails the build, with or without -W: sphinx-gallery raises at the
+    # end of the build with every failing script's traceback (not a warning, which only -W
+    # would make an error); not aborting at the first one lets --keep-going report them all
     "abort_on_example_error": False,
     "only_warn_on_example_error": False,
     # links from the API pages to the examples that use a name

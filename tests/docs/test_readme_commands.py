@@ -64,12 +64,12 @@ def test_ci_installs_nothing_before_the_tests():
     assert lint > tests and "-eq 5" in "\n".join(code[tests : tests + 4])
 
 
-def _requirement_closure():
-    """Canonical names of every distribution ``pip install -e ".[test]"`` brings in."""
+def _requirement_closure(extra="test"):
+    """Canonical names of every distribution ``pip install -e ".[EXTRA]"`` brings in."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     name = canonicalize_name(project["name"])
     extras = project["optional-dependencies"]
-    todo = [Requirement(r) for r in [*project["dependencies"], *extras["test"]]]
+    todo = [Requirement(r) for r in [*project["dependencies"], *extras[extra]]]
     seen = {name}
     while todo:
         req = todo.pop()
