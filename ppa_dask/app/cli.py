@@ -46,9 +46,13 @@ import warnings
 
 import numpy as np
 
-from ppa_dask import store
-from ppa_dask.app import bench, demo, faults, placement
-from ppa_dask.app.demo import (
+# only what the parser and the argument checks need is imported here, none of it importing
+# Dask, distributed, xarray, scikit-learn or numba (seconds): --help, --version, a bad argument
+# or a missing input answer at once. The packages store, cluster and bench load their names on
+# first use, and the modules below through load() on the first call into them.
+from ppa_dask import cluster, store
+from ppa_dask.app import bench, placement
+from ppa_dask.app.demo_defaults import (
     CUBE_DEMO_BANDS,
     CUBE_DEMO_MIN_BANDS,
     CUBE_DEMO_MIN_PIXELS,
@@ -56,19 +60,27 @@ from ppa_dask.app.demo import (
     CUBE_DEMO_PIXELS,
     DEMO_OUTPUT,
 )
-from ppa_dask.app.pipeline import prepare_run
-from ppa_dask.app.session import command_session, read_cluster_option
-from ppa_dask.cluster import step_reporter
 from ppa_dask.cluster.files import DEFAULT_CONNECT_TIMEOUT, DEFAULT_WORKER_TIMEOUT, check_seconds
-from ppa_dask.ppa.estimator import PARAMETER_CONSTRAINTS, PPA
 from ppa_dask.store.results import is_remote, local_path
-from ppa_dask.store.stacker import NAN_POLICIES
+from ppa_dask.store.sources import NAN_POLICIES
 from ppa_dask.utils.files import check_writable
-from ppa_dask.utils.params import parse_degree_text, too_many_components
+from ppa_dask.utils.lazy import load
+from ppa_dask.utils.params import (
+    RESIDUAL_CACHES,
+    SOLVERS,
+    parse_degree_text,
+    too_many_components,
+)
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.signals import EXIT_STATUS, Terminated, raising_signals
 from ppa_dask.utils.version import VERSION
 from ppa_dask.utils.warnings import NoDataWarning
+
+demo = load("ppa_dask.app.demo")
+faults = load("ppa_dask.app.faults")
+pipeline = load("ppa_dask.app.pipeline")
+session = load("ppa_dask.app.session")
+ppa = load("ppa_dask.ppa")
 
 __all__ = ["main", "build_parser"]
 
@@ -343,7 +355,7 @@ def run_run(args, stream=None):
     """
     stream = sys.stdout if stream is None else stream
 
-    run = prepare_run(
+    run = pipeline.prepare_run(
         args.pipeline,
         output=args.output,
         force=args.force,
@@ -367,7 +379,7 @@ def run_run(args, stream=None):
     nbytes, what = placement.pipeline_data_nbytes(run.config["data"])
     _say_where(args, progress, nbytes, what, run.cluster_file)
     progress.say(f"ppa-dask run {args.pipeline}")
-    with command_session(args, progress, cluster=run.cluster_config):
+    with session.command_session(args, progress, cluster=run.cluster_config):
         root = run.execute()
     progress.say(f"results in {root}")
     return 0
@@ -521,6 +533,27 @@ def _several_inputs(args, last):
         )
 
 
+def _check_inputs_exist(args):
+    """A local MODEL, INPUT or PIPELINE.yaml that is not there, refused in the library's words
+    before the command imports what it computes with (seconds of Dask, xarray, scikit-learn)."""
+    if args.command in ("transform", "inverse", "info"):
+        model = args.model
+        if not is_remote(model) and not os.path.exists(local_path(model)):
+            raise CommandError(f"no model file at {local_path(model)!r}")
+    if args.command in ("fit", "transform", "inverse"):
+        path = args.input
+        if isinstance(path, list):
+            store.sources.expand_paths(path)  # each file, or each glob's first match
+        elif is_remote(path):
+            pass  # checked when opened
+        elif store.sources.file_format(path) is not None:  # a file (or a glob) of a format
+            store.sources.expand_paths(path)
+        elif not os.path.exists(local_path(path)):
+            raise CommandError(f"no Zarr store at {local_path(path)!r}")
+    if args.command == "run" and not os.path.exists(args.pipeline):
+        raise CommandError(f"pipeline file {args.pipeline!r} does not exist")
+
+
 #: The commands taking several input files, and the argument that is their output.
 _SEVERAL_INPUTS = {"fit": "model", "transform": "output"}
 
@@ -606,7 +639,7 @@ def _add_fit(subparsers):
     )
     p.add_argument(
         "--residual-cache",
-        choices=PARAMETER_CONSTRAINTS["residual_cache"].values,
+        choices=RESIDUAL_CACHES,
         default="auto",
         help="keep the residual on the workers between passes, checkpoint it to "
         "disk, or recompute it (default: auto, from the data size and the "
@@ -614,7 +647,7 @@ def _add_fit(subparsers):
     )
     p.add_argument(
         "--solver",
-        choices=PARAMETER_CONSTRAINTS["solver"].values,
+        choices=SOLVERS,
         default="auto",
         help="'covariance': the d x d covariance, one pass per step; 'gram': wide data (many "
         "more features than samples, e.g. grid cells), the samples' Gram matrix in two passes "
@@ -636,7 +669,7 @@ def run_fit(args, stream=None):
     _check_report(args)
     if args.coslat and not args.feature_dim:
         raise CommandError("--coslat weights the features of an xarray cube: give --feature-dim")
-    cluster = read_cluster_option(args.cluster, args.scheduler)  # the one read, before any work
+    config = session.read_cluster_option(args.cluster, args.scheduler)  # the one read, first
     variable, variables = store.sources.variable_choice(args.variable)
     source = store.open_source(
         args.input,
@@ -649,7 +682,7 @@ def run_fit(args, stream=None):
     )
     X, args.feature_dim = source.data, source.feature_dim
     names = source.feature_names if source.kind == "table" else None
-    model = PPA(
+    model = ppa.PPA(
         degree=args.degree,
         cv=args.cv,
         n_components=args.n_components,
@@ -669,7 +702,7 @@ def run_fit(args, stream=None):
     _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
     shape = dict(X.sizes) if args.feature_dim else f"{X.shape[0]:,} x {X.shape[1]}"
     progress.say(f"ppa-dask fit {_inputs_text(args.input)} ({shape}) -> {args.model}")
-    with command_session(args, progress, cluster=cluster):
+    with session.command_session(args, progress, cluster=config):
         with progress.stage("fit_s", f"fitting {model!r}"):
             kwargs = (
                 {
@@ -680,7 +713,7 @@ def run_fit(args, stream=None):
                 if args.feature_dim
                 else {}
             )
-            model.fit(X, progress=step_reporter(stream), **kwargs)
+            model.fit(X, progress=cluster.step_reporter(stream), **kwargs)
             if names:  # a Parquet / CSV input: its columns name the features
                 store.name_features(model, names)
         progress.say(
@@ -778,7 +811,7 @@ def _apply(args, stream, what):
         args.output, args.overwrite, "OUTPUT", {"INPUT": args.input, "MODEL": args.model}
     )
     _check_report(args)
-    cluster = read_cluster_option(args.cluster, args.scheduler)  # the one read, before any work
+    config = session.read_cluster_option(args.cluster, args.scheduler)  # the one read, first
     model = _load_model_file(args.model)
     wanted = args.components if what == "transform" else None
     refusal = too_many_components(
@@ -790,7 +823,7 @@ def _apply(args, stream, what):
     _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
     progress.say(f"ppa-dask {what} {_inputs_text(args.input)} with {args.model} -> {args.output}")
     cube_dim = _layout_dim(model)
-    with command_session(args, progress, cluster=cluster):
+    with session.command_session(args, progress, cluster=config):
         with progress.stage(f"{what}_s", f"{what}: computing and writing"):
             if cube_dim is None:
                 columns = args.columns
@@ -1015,7 +1048,8 @@ def main(argv=None) -> int:
     try:
         if args.command in _SEVERAL_INPUTS:
             _several_inputs(args, _SEVERAL_INPUTS[args.command])
-    except CommandError as exc:
+        _check_inputs_exist(args)
+    except (CommandError, FileNotFoundError) as exc:
         return _error(exc)
     before = faults.outputs_present(args)
     try:

@@ -22,6 +22,14 @@ import sys
 import numpy as np
 
 from ppa_dask import store
+from ppa_dask.app.demo_defaults import (
+    CUBE_DEMO_BANDS,
+    CUBE_DEMO_MIN_BANDS,
+    CUBE_DEMO_MIN_PIXELS,
+    CUBE_DEMO_OUTPUT,
+    CUBE_DEMO_PIXELS,
+    DEMO_OUTPUT,
+)
 from ppa_dask.app.pipeline import (
     STAGE_DIRS,
     STAGES,
@@ -46,20 +54,9 @@ __all__ = [
     "cube_demo_config",
 ]
 
-#: Default output folders of ``demo`` and of ``demo --cube`` (the cube part alone).
-DEMO_OUTPUT = "ppa-dask-demo"
-CUBE_DEMO_OUTPUT = "ppa-dask-demo-cube"
 #: Sub-folders of the demo's output holding the run folders of its two parts.
 TABLE_DEMO_SUBDIR = "table"
 CUBE_DEMO_SUBDIR = "cube"
-#: Size of the demo cube (bands, image side); pipelines/demo.yaml is the same run.
-CUBE_DEMO_BANDS = 32
-CUBE_DEMO_PIXELS = 256
-#: Smallest accepted sizes, checked before anything runs. Fewer than 4 bands leave no curved
-#: structure to compare; below 8 x 8 pixels the cloud-free pixels can be too few for 2-fold
-#: cross-validation of degrees up to 5 (12 samples), and that would only show after the table.
-CUBE_DEMO_MIN_BANDS = 4
-CUBE_DEMO_MIN_PIXELS = 8
 #: Rows of ``y`` per Dask/Zarr chunk of the demo cube.
 CUBE_DEMO_CHUNK_Y = 64
 #: The cube part's main outputs, relative to its run folder (printed at the end of the demo).

@@ -24,14 +24,27 @@ per concept:
 >>> from ppa_dask.cluster import local_client
 """
 
-from ppa_dask.cluster.client import open_client
-from ppa_dask.cluster.errors import ClusterConfigError, ClusterConnectError
-from ppa_dask.cluster.files import make_security, read_cluster_config
-from ppa_dask.cluster.jobqueue import job_script
-from ppa_dask.cluster.kubernetes import validate_daskcluster
-from ppa_dask.cluster.local import dashboard_link, local_client
-from ppa_dask.cluster.probe import probe_scheduler
-from ppa_dask.cluster.progress import compute_with_progress, step_reporter
+from ppa_dask.utils.lazy import attach as _attach
+
+# each name is imported from its module on first use (ppa_dask.utils.lazy): the command reads
+# the defaults of cluster files (.files) without importing distributed
+__getattr__, __dir__ = _attach(
+    __name__,
+    {
+        "open_client": "ppa_dask.cluster.client",
+        "ClusterConfigError": "ppa_dask.cluster.errors",
+        "ClusterConnectError": "ppa_dask.cluster.errors",
+        "make_security": "ppa_dask.cluster.files",
+        "read_cluster_config": "ppa_dask.cluster.files",
+        "job_script": "ppa_dask.cluster.jobqueue",
+        "validate_daskcluster": "ppa_dask.cluster.kubernetes",
+        "dashboard_link": "ppa_dask.cluster.local",
+        "local_client": "ppa_dask.cluster.local",
+        "probe_scheduler": "ppa_dask.cluster.probe",
+        "compute_with_progress": "ppa_dask.cluster.progress",
+        "step_reporter": "ppa_dask.cluster.progress",
+    },
+)
 
 __all__ = [
     "local_client",

@@ -12,57 +12,49 @@ scene, one GeoTIFF per band (:func:`.load_landsat_crop`).
 >>> from ppa_dask.datasets import make_helix
 """
 
-from ppa_dask.datasets.cube import cube_wavelengths, make_cube
-from ppa_dask.datasets.field import make_enso_field
-from ppa_dask.datasets.loaders import (
-    LANDSAT_BANDS,
-    LANDSAT_SCENE_ID,
-    PAPER_DATASETS,
-    PAPER_SHAPES,
-    PAPER_TABLE2_MINUTES,
-    REGRESSION_DATASETS,
-    SEGMENTATION_DROPPED,
-    load_abalone,
-    load_breast_cancer_wisconsin,
-    load_covid_italy,
-    load_cpu_act,
-    load_house_8l,
-    load_japanese_vowels,
-    load_landsat_crop,
-    load_magic_gamma,
-    load_page_blocks,
-    load_paper_dataset,
-    load_regression_dataset,
-    load_sat,
-    load_segmentation,
-    load_vehicles,
-)
-from ppa_dask.datasets.synthetic import (
-    curved_manifold_eigenvalues,
-    generate_rows,
-    generated_dask_array,
-    make_curved_manifold,
-    make_demo_blocks,
-    make_helix,
-    rotation_matrix,
-    write_zarr,
-)
-from ppa_dask.datasets.toys import make_parabolas
+from ppa_dask.utils.lazy import attach as _attach
 
-#: The bundled tables by name, each loader returning ``(X, y)`` with ``return_X_y=True``: what a
-#: pipeline file's ``data: {source: dataset, name: ...}`` may name.
-TABLE_LOADERS = {
-    "abalone": load_abalone,
-    "breast_cancer_wisconsin": load_breast_cancer_wisconsin,
-    "cpu_act": load_cpu_act,
-    "house_8l": load_house_8l,
-    "japanese_vowels": load_japanese_vowels,
-    "magic_gamma": load_magic_gamma,
-    "page_blocks": load_page_blocks,
-    "sat": load_sat,
-    "segmentation": load_segmentation,
-    "vehicles": load_vehicles,
-}
+# each name is imported from its module on first use (ppa_dask.utils.lazy): the command's
+# parsers read the bundled tables' names (.loaders) without scikit-learn
+__getattr__, __dir__ = _attach(
+    __name__,
+    {
+        "cube_wavelengths": "ppa_dask.datasets.cube",
+        "make_cube": "ppa_dask.datasets.cube",
+        "LANDSAT_BANDS": "ppa_dask.datasets.loaders",
+        "LANDSAT_SCENE_ID": "ppa_dask.datasets.loaders",
+        "PAPER_DATASETS": "ppa_dask.datasets.loaders",
+        "PAPER_SHAPES": "ppa_dask.datasets.loaders",
+        "PAPER_TABLE2_MINUTES": "ppa_dask.datasets.loaders",
+        "REGRESSION_DATASETS": "ppa_dask.datasets.loaders",
+        "SEGMENTATION_DROPPED": "ppa_dask.datasets.loaders",
+        "TABLE_LOADERS": "ppa_dask.datasets.loaders",
+        "load_abalone": "ppa_dask.datasets.loaders",
+        "load_breast_cancer_wisconsin": "ppa_dask.datasets.loaders",
+        "load_covid_italy": "ppa_dask.datasets.loaders",
+        "load_cpu_act": "ppa_dask.datasets.loaders",
+        "load_house_8l": "ppa_dask.datasets.loaders",
+        "load_japanese_vowels": "ppa_dask.datasets.loaders",
+        "load_landsat_crop": "ppa_dask.datasets.loaders",
+        "load_magic_gamma": "ppa_dask.datasets.loaders",
+        "load_page_blocks": "ppa_dask.datasets.loaders",
+        "load_paper_dataset": "ppa_dask.datasets.loaders",
+        "load_regression_dataset": "ppa_dask.datasets.loaders",
+        "load_sat": "ppa_dask.datasets.loaders",
+        "load_segmentation": "ppa_dask.datasets.loaders",
+        "load_vehicles": "ppa_dask.datasets.loaders",
+        "curved_manifold_eigenvalues": "ppa_dask.datasets.synthetic",
+        "generate_rows": "ppa_dask.datasets.synthetic",
+        "generated_dask_array": "ppa_dask.datasets.synthetic",
+        "make_curved_manifold": "ppa_dask.datasets.synthetic",
+        "make_demo_blocks": "ppa_dask.datasets.synthetic",
+        "make_helix": "ppa_dask.datasets.synthetic",
+        "rotation_matrix": "ppa_dask.datasets.synthetic",
+        "write_zarr": "ppa_dask.datasets.synthetic",
+        "make_parabolas": "ppa_dask.datasets.toys",
+        "make_enso_field": "ppa_dask.datasets.field",
+    },
+)
 
 __all__ = [
     "make_helix",

@@ -50,8 +50,8 @@ from ppa_dask.utils.compute import (
     stacked_tree,
     tree_reduce,
 )
+from ppa_dask.utils.params import RESIDUAL_CACHES as RESIDUAL_CACHES  # (re-exported)
 
-RESIDUAL_CACHES = ("auto", "persist", "checkpoint", "recompute")
 #: Steps gathered ahead per pass with ``lookahead="auto"`` where passes read the data: one pass
 #: then fits up to 8 linear steps; gathering one step ahead costs about 0.18 of a plain step
 #: pass's arithmetic (64 features, degrees up to 5, cv=2), less of a pass that reading dominates.

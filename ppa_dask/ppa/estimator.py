@@ -38,6 +38,7 @@ from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import compute, tree_reduce
 from ppa_dask.utils.params import (
     PATH,
+    SOLVERS,
     AnyOf,
     Integer,
     Options,
@@ -66,7 +67,7 @@ PARAMETER_CONSTRAINTS = {
     "gd_max_iter": Integer(0),
     "gd_tol": Real(0),
     "lookahead": AnyOf(Options("auto"), Integer(0)),
-    "solver": Options("auto", "covariance", "gram", "krylov"),
+    "solver": Options(*SOLVERS),
 }
 #: Most candidate degrees a PPA cross-validates (each is scored in every step's pass).
 MAX_CANDIDATE_DEGREES = 1000

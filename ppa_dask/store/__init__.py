@@ -14,33 +14,38 @@ methods take xarray input through (decorators that stack and unstack around them
 ['FORMAT_VERSION', 'ModelFileError', 'ModelFileNotFound']
 """
 
-from ppa_dask.store.encoding import register_estimator
-from ppa_dask.store.model_files import (
-    FORMAT_VERSION,
-    ModelFileError,
-    ModelFileNotFound,
-    load_model,
-    model_info,
-    save_model,
-)
-from ppa_dask.store.results import (
-    as_dask_if_zarr,
-    open_array,
-    open_dataset,
-    write_array,
-    write_dataset,
-)
-from ppa_dask.store.seam import patterns
-from ppa_dask.store.sinks import write_cube, write_result, write_table
-from ppa_dask.store.sources import (
-    Source,
-    SourceError,
-    name_features,
-    open_cube,
-    open_input,
-    open_source,
-    open_table,
-    table_array,
+from ppa_dask.utils.lazy import attach as _attach
+
+# each name is imported from its module on first use (ppa_dask.utils.lazy): the command's
+# --help and argument checks read the formats' vocabulary (.sources) without xarray or Dask
+__getattr__, __dir__ = _attach(
+    __name__,
+    {
+        "register_estimator": "ppa_dask.store.encoding",
+        "FORMAT_VERSION": "ppa_dask.store.model_files",
+        "ModelFileError": "ppa_dask.store.model_files",
+        "ModelFileNotFound": "ppa_dask.store.model_files",
+        "load_model": "ppa_dask.store.model_files",
+        "model_info": "ppa_dask.store.model_files",
+        "save_model": "ppa_dask.store.model_files",
+        "as_dask_if_zarr": "ppa_dask.store.results",
+        "open_array": "ppa_dask.store.results",
+        "open_dataset": "ppa_dask.store.results",
+        "write_array": "ppa_dask.store.results",
+        "write_dataset": "ppa_dask.store.results",
+        "write_cube": "ppa_dask.store.sinks",
+        "write_result": "ppa_dask.store.sinks",
+        "write_table": "ppa_dask.store.sinks",
+        "Source": "ppa_dask.store.sources",
+        "SourceError": "ppa_dask.store.sources",
+        "name_features": "ppa_dask.store.sources",
+        "open_cube": "ppa_dask.store.sources",
+        "open_input": "ppa_dask.store.sources",
+        "open_source": "ppa_dask.store.sources",
+        "open_table": "ppa_dask.store.sources",
+        "table_array": "ppa_dask.store.sources",
+        "patterns": "ppa_dask.store.seam",
+    },
 )
 
 __all__ = [

@@ -68,6 +68,8 @@ import sys
 import numpy as np
 from sklearn.base import BaseEstimator, is_classifier
 
+from ppa_dask.utils.lazy import DEFERRED_ESTIMATORS, DEFERRED_RECORDS, import_deferred
+
 __all__ = [
     "NUMERIC_KINDS",
     "MAX_TREE_DEPTH",
@@ -219,13 +221,16 @@ def register_record(cls, name=None):
 
 
 def record_class(name):
-    """The registered record class a file names, or None; never imports anything.
+    """The registered record class a file names, or None; imports nothing a file names (only
+    the library's own module of a deferred record, :mod:`ppa_dask.utils.lazy`).
 
     Examples
     --------
     >>> record_class("os.system") is None
     True
     """
+    if isinstance(name, str) and name not in _RECORDS:
+        import_deferred(name, DEFERRED_RECORDS)  # the library's own, registered on import
     return _RECORDS.get(name) if isinstance(name, str) else None
 
 
@@ -254,7 +259,8 @@ def _sklearn_class(name):
 
 
 def estimator_class(name):
-    """The allowed class a file names, or None; never imports anything.
+    """The allowed class a file names, or None; imports nothing a file names (only the
+    library's own module of a deferred estimator, :mod:`ppa_dask.utils.lazy`).
 
     Examples
     --------
@@ -266,6 +272,10 @@ def estimator_class(name):
     """
     if not isinstance(name, str):
         return None
+    if name not in _REGISTERED:
+        # the library's own estimators, registered when their module loads (the package root
+        # names those modules; the file's name is only a key into that table)
+        import_deferred(name, DEFERRED_ESTIMATORS)
     if name in _REGISTERED:
         return _REGISTERED[name]
     return _sklearn_class(name)
@@ -290,7 +300,8 @@ def class_name(estimator):
 
 def _allow_list_text():
     return (
-        f"the registered classes {sorted(_REGISTERED)} and scikit-learn estimator classes of "
+        f"the registered classes {sorted(_REGISTERED.keys() | DEFERRED_ESTIMATORS.keys())} and "
+        "scikit-learn estimator classes of "
         "modules already imported"
     )
 

@@ -9,7 +9,6 @@ features span several dimensions); it imports neither.
 from __future__ import annotations
 
 import numpy as np
-import xarray as xr
 
 __all__ = ["FEATURE_DIM_SEP", "merge_feature_dims", "split_feature_dims"]
 
@@ -40,6 +39,8 @@ def merge_feature_dims(X, dims, where="X"):
     >>> A.dims, A["time|band"].values[:2].tolist()
     (('time|band', 'x'), ['time=1|band=b', 'time=1|band=g'])
     """
+    import xarray as xr  # here: the command reads FEATURE_DIM_SEP (through .sources) without it
+
     dims = [str(d) for d in dims]
     for d in dims:
         if d not in X.dims:
@@ -77,6 +78,8 @@ def merge_feature_dims(X, dims, where="X"):
 def split_feature_dims(A, name, coords):
     """The inverse of :func:`merge_feature_dims`: ``name`` split back into its dimensions,
     where it was, with their coordinates."""
+    import xarray as xr
+
     dims = list(coords)
     others = [d for d in A.dims if d != name]
     position = A.dims.index(name)

@@ -862,6 +862,9 @@ def _open_geotiff_series(paths, variable, feature_dim, concat_dim, nodata):
 NO_NODATA = "none"
 #: The share of the samples a fill-like value must fill in every band to be warned about.
 FILL_WARN_FRACTION = 0.01
+#: What a fit does with samples NaN in some features (the stacker applies it; defined here, in
+#: the vocabulary the command reads for its options without importing xarray)
+NAN_POLICIES = ("raise", "drop_samples")
 
 
 def parse_nodata(value, where="nodata"):

@@ -66,7 +66,7 @@ import numpy as np
 import xarray as xr
 
 from ppa_dask.store.feature_dims import FEATURE_DIM_SEP, merge_feature_dims, split_feature_dims
-from ppa_dask.store.sources import FILL_WARN_FRACTION
+from ppa_dask.store.sources import FILL_WARN_FRACTION, NAN_POLICIES
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.warnings import NoDataWarning, warn
 
@@ -74,7 +74,6 @@ __all__ = ["COMPONENT_DIM", "LATITUDE_NAMES", "NAN_POLICIES", "Samples", "Stacke
 
 #: Name of the output dimension of ``transform``.
 COMPONENT_DIM = "component"
-NAN_POLICIES = ("raise", "drop_samples")
 _VARIABLE_DIM = "variable"  # features of a Dataset
 _REPORT_ROWS = 1000  # partial-NaN samples inspected to name the features concerned
 _KINDS = ("DataArray", "Dataset")

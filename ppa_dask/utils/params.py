@@ -33,7 +33,9 @@ __all__ = [
     "InvalidParameterError",
     "Options",
     "PATH",
+    "RESIDUAL_CACHES",
     "Real",
+    "SOLVERS",
     "candidate_degrees",
     "check_float",
     "check_int",
@@ -46,6 +48,11 @@ __all__ = [
     "too_many_components",
     "unknown_key",
 ]
+
+#: PPA's ``residual_cache`` and ``solver`` choices (the estimator's constraints and the
+#: command's ``--residual-cache`` and ``--solver``, read here without importing the engine)
+RESIDUAL_CACHES = ("auto", "persist", "checkpoint", "recompute")
+SOLVERS = ("auto", "covariance", "gram", "krylov")
 
 
 class InvalidParameterError(ValueError, TypeError):

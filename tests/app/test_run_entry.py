@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from ppa_dask import PPA
-from ppa_dask.app import cli, demo
+from ppa_dask.app import cli, demo, session
 from ppa_dask.app.cli import main
 from ppa_dask.app.pipeline import folder as run_folder
 from ppa_dask.app.pipeline import run as pipeline_run
@@ -182,7 +182,8 @@ def test_a_bad_output_is_refused_before_a_cluster_starts(tmp_path, monkeypatch, 
         out.mkdir()
         (out / "mine.txt").write_text("x")
         expected = "is a folder that is not empty and not a ppa-dask run folder"
-    sessions = _counting(monkeypatch, cli, "command_session")
+    # the command calls session.command_session when it runs (cli.py loads it on first use)
+    sessions = _counting(monkeypatch, session, "command_session")
     assert main(["run", path, "-o", str(out)]) == 2
     assert expected in capsys.readouterr().err
     assert sessions == []

@@ -132,6 +132,9 @@ def test_loaders_read_only_the_bundled_files(tmp_path):
         import sys
         from importlib import resources
         from ppa_dask import datasets as ds
+        # what the package imports on first use (ppa_dask.utils.lazy), imported before the hook
+        import sklearn.utils
+        from ppa_dask.datasets import loaders
         opened = []
         def hook(event, args):
             if event == "open" and isinstance(args[0], str):

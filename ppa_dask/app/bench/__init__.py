@@ -51,10 +51,23 @@ is for the test suite only). The data passes of each PPA fit (``n_passes_``) are
 the estimator reports them.
 """
 
-from ppa_dask.app.bench.cli import add_parser, run_bench
-from ppa_dask.app.bench.harness import interleaved, log_log_slope
-from ppa_dask.app.bench.report import bench_markdown
-from ppa_dask.app.bench.sizes import ROW_IDS, SECTIONS, SIZES
+from ppa_dask.utils.lazy import attach as _attach
+
+# each name is imported from its module on first use (ppa_dask.utils.lazy): the command's
+# parser (.cli.add_parser) comes without the harness's Dask
+__getattr__, __dir__ = _attach(
+    __name__,
+    {
+        "add_parser": "ppa_dask.app.bench.cli",
+        "run_bench": "ppa_dask.app.bench.cli",
+        "interleaved": "ppa_dask.app.bench.harness",
+        "log_log_slope": "ppa_dask.app.bench.harness",
+        "bench_markdown": "ppa_dask.app.bench.report",
+        "ROW_IDS": "ppa_dask.app.bench.sizes",
+        "SECTIONS": "ppa_dask.app.bench.sizes",
+        "SIZES": "ppa_dask.app.bench.sizes",
+    },
+)
 
 __all__ = [
     "SIZES",

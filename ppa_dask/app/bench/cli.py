@@ -17,24 +17,17 @@ import shutil
 import sys
 import tempfile
 
-from ppa_dask.app.bench.harness import bench_cluster
-from ppa_dask.app.bench.report import (
-    bench_markdown,
-    json_default,
-    machine_description,
-    versions,
-    write_plots,
-)
-from ppa_dask.app.bench.sections import (
-    IN_PROCESS_SECTIONS,
-    ON_CLUSTER_SECTIONS,
-    section_ooc,
-    section_scaling,
-)
 from ppa_dask.app.bench.sizes import SECTIONS, SIZES, WORKERS
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.files import write_json_atomic, write_text_atomic
+from ppa_dask.utils.lazy import load
 from ppa_dask.utils.progress import Reporter
+
+# loaded when the bench runs (ppa_dask.utils.lazy.load): the command's parser (add_parser) and
+# its --help come without Dask and distributed, which these import
+harness = load("ppa_dask.app.bench.harness")
+report = load("ppa_dask.app.bench.report")
+sections_ = load("ppa_dask.app.bench.sections")
 
 
 def add_parser(subparsers):
@@ -150,7 +143,7 @@ def run_bench(args, stream=None):
     tmp = tempfile.mkdtemp(prefix="ppa-bench-", dir=args.tmpdir)
     try:
         with one_blas_thread():
-            for name, section in IN_PROCESS_SECTIONS.items():
+            for name, section in sections_.IN_PROCESS_SECTIONS.items():
                 if name in sections:
                     with progress.stage(f"{name}_s", f"section {name}"):
                         rows.update({r["id"]: r for r in section(s, say)})
@@ -158,22 +151,24 @@ def run_bench(args, stream=None):
         # the out-of-core row has its cluster to itself unless the limits agree (tiny sizes)
         shared = s["ooc_memory_limit"] == s["cluster_memory_limit"]
         if "ooc" in sections and not shared:
-            with bench_cluster(WORKERS, s["ooc_memory_limit"], scratch) as client:
+            with harness.bench_cluster(WORKERS, s["ooc_memory_limit"], scratch) as client:
                 with progress.stage("ooc_s", "section ooc"):
-                    rows.update({r["id"]: r for r in section_ooc(s, say, tmp, client)})
+                    rows.update({r["id"]: r for r in sections_.section_ooc(s, say, tmp, client)})
         # the scaling row brings its own clusters, one at a time
         if "scaling" in sections:
             with progress.stage("scaling_s", "section scaling"):
-                rows.update({r["id"]: r for r in section_scaling(s, say, tmp, scratch)})
-        on_cluster = [n for n in sections if n in ON_CLUSTER_SECTIONS or (n == "ooc" and shared)]
+                rows.update({r["id"]: r for r in sections_.section_scaling(s, say, tmp, scratch)})
+        on_cluster = [
+            n for n in sections if n in sections_.ON_CLUSTER_SECTIONS or (n == "ooc" and shared)
+        ]
         if on_cluster:
-            with bench_cluster(WORKERS, s["cluster_memory_limit"], scratch) as client:
+            with harness.bench_cluster(WORKERS, s["cluster_memory_limit"], scratch) as client:
                 for name in on_cluster:
                     with progress.stage(f"{name}_s", f"section {name}"), client.as_current():
                         if name == "ooc":
-                            found = section_ooc(s, say, tmp, client)
+                            found = sections_.section_ooc(s, say, tmp, client)
                         else:
-                            found = ON_CLUSTER_SECTIONS[name](s, say, tmp)
+                            found = sections_.ON_CLUSTER_SECTIONS[name](s, say, tmp)
                         rows.update({r["id"]: r for r in found})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -181,20 +176,20 @@ def run_bench(args, stream=None):
     ordered = [rows[r] for name in sections for r in SECTIONS[name] if r in rows]
     result = {
         "command": _command(args),
-        "machine": machine_description(),
+        "machine": report.machine_description(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "size": size,
         "sizes": s,
         "sections": sections,
-        "versions": versions(),
+        "versions": report.versions(),
         "load_average": list(os.getloadavg()),
         "elapsed_s": progress.total(),
         "stage_s": dict(progress.times),
         "rows": ordered,
     }
-    result["figures"] = write_plots(ordered, output)
-    write_json_atomic(os.path.join(output, "bench.json"), result, default=json_default)
-    text = bench_markdown(result)
+    result["figures"] = report.write_plots(ordered, output)
+    write_json_atomic(os.path.join(output, "bench.json"), result, default=report.json_default)
+    text = report.bench_markdown(result)
     write_text_atomic(os.path.join(output, "bench.md"), text)
     progress.plain()
     progress.plain(text)

@@ -9,7 +9,7 @@ Examples
 
 from __future__ import annotations
 
-from ppa_dask.datasets import PAPER_TABLE2_MINUTES
+from ppa_dask.datasets.loaders import PAPER_TABLE2_MINUTES
 
 #: Degree of the fixed-degree fits (the in-memory, transform, scaling and cost rows).
 DEGREE = 5
