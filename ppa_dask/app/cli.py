@@ -13,7 +13,8 @@ demo
 run PIPELINE.yaml
     A batch pipeline (:mod:`ppa_dask.app.pipeline`), resumed where a killed run stopped.
 fit INPUT MODEL / transform MODEL INPUT OUTPUT / inverse MODEL INPUT OUTPUT
-    Fit on a Zarr array or cube and save the model; write components / reconstructions to Zarr.
+    Fit on a table or cube (Zarr, NetCDF, GeoTIFF, Parquet, CSV) and save the model; write
+    components / reconstructions in the format OUTPUT's suffix names (Zarr without one).
 info MODEL
     Summary of a saved model.
 bench [--quick] [--output DIR]
@@ -412,6 +413,10 @@ def _feature_dims(text):
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--feature-dim ")) from None
 
 
+#: The formats INPUT and OUTPUT may be in, for the help lines (the one vocabulary)
+_FORMAT_NAMES = ", ".join(["Zarr", *(f.label for f in store.sources.FORMATS.values())])
+
+
 def _sfx(fmt):
     """The suffix of a format, from the one vocabulary (ppa_dask.store.sources)."""
     return store.sources.suffix(fmt)
@@ -473,8 +478,24 @@ def _check_new_output(path, overwrite, what, inputs=None):
                     f"{what} {path!r} is {name} {other!r}, inside it or holding it; write the "
                     "result to another path"
                 )
-    if os.path.lexists(local) and not overwrite:
-        raise CommandError(f"{what} {path!r} already exists; pass --overwrite to replace it")
+    if os.path.lexists(local):
+        # refused here, before any work, in the words of the writer that would refuse it after
+        # the computing (store.sinks.write_table, write_cube)
+        fmt = store.sources.file_format(path)
+        if fmt == "csv":
+            raise CommandError(
+                f"{what} {path!r} already exists; a CSV file carries no record of who wrote it, "
+                "so ppa-dask never replaces one, even with --overwrite: remove it or choose "
+                "another name"
+            )
+        if not overwrite:
+            raise CommandError(f"{what} {path!r} already exists; pass --overwrite to replace it")
+        if fmt is not None and not store.sinks.written_by_ppa_dask(local):
+            label = store.sources.FORMATS[fmt].label
+            raise CommandError(
+                f"{what} {path!r} exists and is not a {label} file written by ppa-dask; "
+                "refusing to replace it even with --overwrite"
+            )
     _check_writable(local, what)
 
 
@@ -502,7 +523,9 @@ _MORE = "more"
 def _add_more(p):
     # several input files: the positionals after the usual ones, the last of all being the
     # output; the usage line says so (argparse would list this as a second MODEL)
-    p.add_argument(_MORE, nargs="*", help=argparse.SUPPRESS)
+    # (default=[]: argparse would count it as required and name it in "the following
+    # arguments are required: MODEL, more")
+    p.add_argument(_MORE, nargs="*", default=[], help=argparse.SUPPRESS)
 
 
 def _several_inputs(args, last):
@@ -566,11 +589,12 @@ def _add_fit(subparsers):
     p = subparsers.add_parser(
         "fit",
         usage="%(prog)s [options] INPUT [INPUT ...] MODEL",
-        help="fit PPA on a Zarr array or cube and save the model",
+        help=f"fit PPA on a table or cube ({_FORMAT_NAMES}) and save the model",
         description=(
             "Fit PPA on INPUT (a Zarr array of samples x features, a variable of a Zarr group, "
-            "or with --feature-dim an xarray cube whose other dimensions are samples) and save "
-            "the model to MODEL (a Zarr group of arrays and JSON; never pickle)."
+            "a Parquet or CSV table, or with --feature-dim a cube whose other dimensions are "
+            "samples: Zarr, NetCDF, GeoTIFF) and save the model to MODEL (a Zarr group of "
+            "arrays and JSON; never pickle)."
         ),
     )
     p.add_argument(
@@ -757,7 +781,12 @@ def _add_apply(subparsers, name, help_, description, func):
         help="the dtype OUTPUT is written in, every format (default: cube models float32 for "
         "float32 or integer INPUT, float64 otherwise; tables float64)",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing OUTPUT that ppa-dask wrote (never a CSV file, which carries "
+        "no record of who wrote it)",
+    )
     _add_cluster_options(p)
     p.set_defaults(func=func)
     return p
@@ -767,7 +796,7 @@ def _add_transform(subparsers):
     return _add_apply(
         subparsers,
         "transform",
-        "PPA components of a Zarr array or cube, written to Zarr",
+        f"PPA components of a table or cube, read and written as {_FORMAT_NAMES}",
         "Apply MODEL to INPUT and write the components to OUTPUT, chunked like the input. A "
         "model fitted on an xarray cube reads INPUT with xarray and writes a group with a "
         "'components' variable (masked samples NaN, coordinates kept). The write goes to a "
@@ -780,7 +809,7 @@ def _add_inverse(subparsers):
     return _add_apply(
         subparsers,
         "inverse",
-        "map PPA components back to the input space",
+        f"map PPA components back to the input space ({_FORMAT_NAMES}, as transform)",
         "Apply MODEL's closed-form inverse to the components in INPUT (as written by "
         "'ppa-dask transform'; with m < all components the residual after step m is taken as "
         "zero) and write the reconstruction to OUTPUT.",
