@@ -62,7 +62,7 @@ from ppa_dask.app.demo_defaults import (
     DEMO_OUTPUT,
 )
 from ppa_dask.cluster.files import DEFAULT_CONNECT_TIMEOUT, DEFAULT_WORKER_TIMEOUT, check_seconds
-from ppa_dask.store.results import is_remote, local_path
+from ppa_dask.store.results import is_remote, is_replaceable_result, local_path
 from ppa_dask.store.sources import NAN_POLICIES
 from ppa_dask.utils.files import check_writable
 from ppa_dask.utils.lazy import load
@@ -494,6 +494,11 @@ def _check_new_output(path, overwrite, what, inputs=None):
             label = store.sources.FORMATS[fmt].label
             raise CommandError(
                 f"{what} {path!r} exists and is not a {label} file written by ppa-dask; "
+                "refusing to replace it even with --overwrite"
+            )
+        if fmt is None and what == "OUTPUT" and not is_replaceable_result(local):
+            raise CommandError(
+                f"{what} {path!r} exists and is not a Zarr result written by ppa-dask; "
                 "refusing to replace it even with --overwrite"
             )
     _check_writable(local, what)

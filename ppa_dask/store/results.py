@@ -62,6 +62,7 @@ __all__ = [
     "zarr_node_type",
     "check_target",
     "move_into_place",
+    "is_replaceable_result",
 ]
 
 #: Version of the result-array marker written by :func:`write_array`.
@@ -753,6 +754,19 @@ def _zarr_regular(ds):
 
 def _is_dataset_dir(path):
     return written_by_us(path, "group", _DATASET_FORMAT)
+
+
+def is_replaceable_result(path):
+    """Whether the local ``path`` is a result array or dataset ppa-dask wrote: what
+    :func:`write_array` / :func:`write_dataset` replace with ``overwrite=True``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> is_replaceable_result(tempfile.mkdtemp())  # an empty folder is not one
+    False
+    """
+    return _is_result_array(path) or _is_dataset_dir(path)
 
 
 def open_dataset(path, chunks=None):

@@ -71,26 +71,28 @@ def test_an_existing_csv_output_is_refused_before_any_work_with_or_without_overw
     assert out.read_text() == "mine\n"
 
 
+@pytest.mark.parametrize("name, label", [("out.parquet", "Parquet file"), ("out", "Zarr result")])
 def test_overwrite_of_an_output_ppa_dask_did_not_write_is_refused_before_any_work(
-    model_and_table, tmp_path, monkeypatch
+    name, label, model_and_table, tmp_path, monkeypatch
 ):
     model, table = model_and_table
-    out = tmp_path / "out.parquet"
+    out = tmp_path / name
     out.mkdir()
     (out / "theirs.txt").write_text("not ours")
     loads = _counting(monkeypatch, "load_model")
     code, err = _run(["transform", model, table, str(out), "--overwrite"])
     assert code == 2
     assert err == (
-        f"ppa-dask: error: OUTPUT {str(out)!r} exists and is not a Parquet file written by "
+        f"ppa-dask: error: OUTPUT {str(out)!r} exists and is not a {label} written by "
         "ppa-dask; refusing to replace it even with --overwrite"
     )
     assert loads == [] and os.listdir(out) == ["theirs.txt"]
 
 
-def test_an_output_ppa_dask_wrote_is_replaced_with_overwrite(model_and_table, tmp_path):
+@pytest.mark.parametrize("name", ["out.parquet", "out.zarr"])
+def test_an_output_ppa_dask_wrote_is_replaced_with_overwrite(name, model_and_table, tmp_path):
     model, table = model_and_table
-    out = str(tmp_path / "out.parquet")
+    out = str(tmp_path / name)
     args = ["transform", model, table, out, "--scheduler", "threads"]
     assert _run(args)[0] == 0
     code, err = _run(args)
