@@ -12,9 +12,7 @@ package's own modules: nothing a file names is imported.
 
 Examples
 --------
->>> import types
->>> package = types.ModuleType("demo_package")
->>> getattr_, dir_ = attach("demo_package", {"dumps": "json"})
+>>> getattr_, dir_ = attach("demo_package", {"dumps": "json"})  # as a package's __getattr__
 >>> getattr_("dumps")({"a": 1})
 '{"a": 1}'
 >>> "dumps" in dir_()
