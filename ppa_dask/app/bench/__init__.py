@@ -34,6 +34,8 @@ row                      baseline, measured in the same run                   ta
 ``wide_ooc_scan``        a plain scan of a feature-chunked field              <= 15x
 ``wide_ooc_memory``      the workers' memory limit                            peak < 60 %
 ``wide_ooc_xeofs``       xeofs ``EOF(n_modes=3)`` fit + scores                (reported)
+``startup_help``,        ``python -c pass`` (a fresh process each)            <= 1 s
+``startup_import``
 =======================  ===================================================  =================
 
 The direct port is :mod:`.direct_port`, a literal NumPy port of the paper's algorithm that

@@ -85,6 +85,7 @@ SIZES = {
         wide_ooc_d=1_000_000,
         wide_ooc_chunk=25_000,
         wide_ooc_repeats=2,
+        startup_repeats=7,
     ),
     "quick": dict(
         pass_chunks=(16, 256, 4096),
@@ -136,6 +137,7 @@ SIZES = {
         wide_ooc_d=200_000,
         wide_ooc_chunk=25_000,
         wide_ooc_repeats=1,
+        startup_repeats=5,
     ),
     # the test suite's size: every row, in seconds
     "tiny": dict(
@@ -189,6 +191,7 @@ SIZES = {
         wide_ooc_d=5_000,
         wide_ooc_chunk=1_000,
         wide_ooc_repeats=1,
+        startup_repeats=1,
     ),
 }
 
@@ -207,6 +210,7 @@ SECTIONS = {
     "wide": ("wide_memory", "wide_cost_d", "wide_full_bands"),
     "wide_ooc": ("wide_ooc_scan", "wide_ooc_memory", "wide_ooc_xeofs"),
     "first_run": ("first_demo",),
+    "startup": ("startup_help", "startup_import"),
 }
 #: Every row of a full run.
 ROW_IDS = tuple(r for rows in SECTIONS.values() for r in rows)

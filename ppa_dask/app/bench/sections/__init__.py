@@ -9,7 +9,7 @@ cluster per configuration).
 Examples
 --------
 >>> list(IN_PROCESS_SECTIONS), list(ON_CLUSTER_SECTIONS)  # doctest: +NORMALIZE_WHITESPACE
-(['memory', 'table2', 'cost', 'wide', 'first_run'],
+(['memory', 'table2', 'cost', 'wide', 'first_run', 'startup'],
  ['dask', 'cube', 'passes', 'ensembles', 'wide_ooc'])
 """
 
@@ -22,6 +22,7 @@ from ppa_dask.app.bench.sections.first_run import section_first_run
 from ppa_dask.app.bench.sections.in_memory import section_cost, section_memory, section_table2
 from ppa_dask.app.bench.sections.out_of_core import section_ooc
 from ppa_dask.app.bench.sections.scaling import section_scaling
+from ppa_dask.app.bench.sections.startup import section_startup
 from ppa_dask.app.bench.sections.wide import section_wide, section_wide_ooc
 
 #: Sections run in this process, in this order.
@@ -31,6 +32,7 @@ IN_PROCESS_SECTIONS = {
     "cost": section_cost,
     "wide": section_wide,
     "first_run": section_first_run,
+    "startup": section_startup,
 }
 #: Sections run on the shared cluster, in this order (``ooc`` joins them when its memory limit
 #: is the cluster's).
