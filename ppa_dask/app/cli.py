@@ -150,6 +150,10 @@ def _non_negative_int(text):
 # ---------------------------------------------------------------------------------------------
 
 
+#: ``--overwrite`` of the commands whose only file output outside their folder is the report.
+_REPORT_OVERWRITE = "replace an existing --performance-report file that ppa-dask wrote"
+
+
 def _add_demo(subparsers):
     p = subparsers.add_parser(
         "demo",
@@ -234,6 +238,7 @@ def _add_demo(subparsers):
         default=131_072,
         help="table part: rows per Zarr/Dask chunk (default: 131072, two generation blocks)",
     )
+    p.add_argument("--overwrite", action="store_true", help=_REPORT_OVERWRITE)
     _add_cluster_options(p, workers=False)
     p.set_defaults(func=run_demo)
     return p
@@ -242,7 +247,8 @@ def _add_demo(subparsers):
 def run_demo(args, stream=None):
     """The ``demo`` command: :func:`ppa_dask.app.demo.run_demo`, which checks its output folder
     before anything is generated."""
-    _check_report(args)
+    output = args.output or (CUBE_DEMO_OUTPUT if args.cube else DEMO_OUTPUT)
+    _check_report(args, {"--output": output})
     return demo.run_demo(args, stream)
 
 
@@ -342,6 +348,7 @@ def _add_run(subparsers):
         help="only validate the file (and its cluster file) and print the "
         "configuration with every default filled in",
     )
+    p.add_argument("--overwrite", action="store_true", help=_REPORT_OVERWRITE)
     _add_cluster_options(p)
     p.set_defaults(func=run_run)
     return p
@@ -373,7 +380,7 @@ def run_run(args, stream=None):
             print(f"{args.pipeline}: warning: {warning}", file=stream)
         print(f"{args.pipeline}: valid", file=stream)
         return 0
-    _check_report(args)
+    _check_report(args, {"PIPELINE.yaml": args.pipeline})
     progress = Reporter(stream)
     run.clock = progress.start
     args.run = run  # a fault's line names the stages it kept (faults.fault_line)
@@ -463,13 +470,9 @@ def _same_or_nested(a, b):
     )
 
 
-def _check_new_output(path, overwrite, what, inputs=None):
-    """Check an output path before any work: not empty, not one of ``inputs`` (a mapping of
-    option name to path) nor inside one, absent unless ``overwrite``, and writable."""
-    if not str(path).strip():
-        raise CommandError(f"{what} is an empty path; give the path to write")
-    if is_remote(path):
-        return
+def _check_not_an_input(path, what, inputs):
+    """Refuse an output ``path`` that is one of ``inputs`` (a mapping of option name to a path
+    or a list of paths), inside one or holding one."""
     local = local_path(path)
     for name, others in (inputs or {}).items():
         for other in others if isinstance(others, list) else [others]:
@@ -478,6 +481,20 @@ def _check_new_output(path, overwrite, what, inputs=None):
                     f"{what} {path!r} is {name} {other!r}, inside it or holding it; write the "
                     "result to another path"
                 )
+
+
+def _check_new_output(path, overwrite, what, inputs=None, replaceable=None):
+    """Check an output path before any work: not empty, not one of ``inputs`` (a mapping of
+    option name to path) nor inside one, absent unless ``overwrite``, and writable.
+
+    ``replaceable``, a check ``(path) -> None`` raising ``FileExistsError``, refuses an
+    existing path ``overwrite`` may not replace (one ppa-dask did not write)."""
+    if not str(path).strip():
+        raise CommandError(f"{what} is an empty path; give the path to write")
+    if is_remote(path):
+        return
+    local = local_path(path)
+    _check_not_an_input(path, what, inputs)
     if os.path.lexists(local):
         # refused here, before any work, in the words of the writer that would refuse it after
         # the computing (store.sinks.write_table, write_cube)
@@ -501,6 +518,14 @@ def _check_new_output(path, overwrite, what, inputs=None):
                 f"{what} {path!r} exists and is not a Zarr result written by ppa-dask; "
                 "refusing to replace it even with --overwrite"
             )
+        if replaceable is not None:
+            try:
+                replaceable(local)
+            except FileExistsError:
+                raise CommandError(
+                    f"{what} {path!r} exists and was not written by ppa-dask; --overwrite "
+                    "replaces only what ppa-dask wrote: remove it or choose another name"
+                ) from None
     _check_writable(local, what)
 
 
@@ -513,12 +538,24 @@ def _say_where(args, progress, nbytes, what="input", cluster_file=None):
         args.where_said = True  # command_session then does not say it again
 
 
-def _check_report(args):
+def _check_report(args, inputs):
+    """Check ``--performance-report`` before any work, as an output of the command: a file
+    path that is none of ``inputs`` (option name to path: INPUT, MODEL, OUTPUT, the pipeline
+    file) nor inside one, absent unless ``--overwrite`` replaces a report ppa-dask wrote
+    (:func:`ppa_dask.store.sinks.check_report_target`), and writable."""
     report = getattr(args, "performance_report", None)
-    if report is not None:
-        if not str(report).strip():
-            raise CommandError("--performance-report is an empty path")
-        _check_writable(report, "--performance-report")
+    if report is None:
+        return
+    what = "--performance-report"
+    if not str(report).strip():
+        raise CommandError(f"{what} is an empty path")
+    if is_remote(report):
+        raise CommandError(f"{what} {report!r}: the report is written to a local file")
+    _check_not_an_input(report, what, inputs)  # first: the most specific words
+    if os.path.isdir(report):
+        raise CommandError(f"{what} {report!r} is a folder; name the HTML file to write")
+    overwrite = bool(getattr(args, "overwrite", False))
+    _check_new_output(report, overwrite, what, inputs, replaceable=store.sinks.check_report_target)
 
 
 #: Hidden positional collecting what follows the usual two: ``fit A B C MODEL``.
@@ -683,7 +720,11 @@ def _add_fit(subparsers):
         "along feature slabs; 'krylov': many samples and features, Lanczos on the implicit "
         "residual; gram and krylov need --n-components (default: auto, chosen from the shape)",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing MODEL")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing MODEL (and --performance-report file) that ppa-dask wrote",
+    )
     _add_cluster_options(p)
     p.set_defaults(func=run_fit)
     return p
@@ -695,7 +736,7 @@ def run_fit(args, stream=None):
 
     _several_inputs(args, "model")
     _check_new_output(args.model, args.overwrite, "MODEL", {"INPUT": args.input})
-    _check_report(args)
+    _check_report(args, {"INPUT": args.input, "MODEL": args.model})
     if args.coslat and not args.feature_dim:
         raise CommandError("--coslat weights the features of an xarray cube: give --feature-dim")
     config = session.read_cluster_option(args.cluster, args.scheduler)  # the one read, first
@@ -789,8 +830,8 @@ def _add_apply(subparsers, name, help_, description, func):
     p.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace an existing OUTPUT that ppa-dask wrote (never a CSV file, which carries "
-        "no record of who wrote it)",
+        help="replace an existing OUTPUT (and --performance-report file) that ppa-dask wrote "
+        "(never a CSV file, which carries no record of who wrote it)",
     )
     _add_cluster_options(p)
     p.set_defaults(func=func)
@@ -844,7 +885,7 @@ def _apply(args, stream, what):
     _check_new_output(
         args.output, args.overwrite, "OUTPUT", {"INPUT": args.input, "MODEL": args.model}
     )
-    _check_report(args)
+    _check_report(args, {"INPUT": args.input, "MODEL": args.model, "OUTPUT": args.output})
     config = session.read_cluster_option(args.cluster, args.scheduler)  # the one read, first
     model = _load_model_file(args.model)
     wanted = args.components if what == "transform" else None

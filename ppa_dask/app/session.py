@@ -21,6 +21,7 @@ from ppa_dask.cluster import dashboard_link, open_client, read_cluster_config
 from ppa_dask.cluster.client import IN_PROCESS_SCHEDULERS
 from ppa_dask.cluster.dashboard import open_page
 from ppa_dask.ppa import first_run
+from ppa_dask.store.sinks import report_file
 
 __all__ = ["command_session", "read_cluster_option"]
 
@@ -75,8 +76,9 @@ def command_session(args, progress, local_directory=None, cluster=None):
     ----------
     args : argparse.Namespace
         The command's options ``cluster``, ``scheduler``, ``workers``, ``memory_limit``,
-        ``connect_timeout``, ``worker_timeout`` and ``performance_report`` (absent ones take
-        their defaults).
+        ``connect_timeout``, ``worker_timeout``, ``performance_report`` and ``overwrite``
+        (which lets the report replace one ppa-dask wrote; absent options take their
+        defaults).
     progress : ppa_dask.utils.progress.Reporter
         Where the connection, scheduler and dashboard lines go.
     local_directory : str, optional
@@ -165,6 +167,9 @@ def command_session(args, progress, local_directory=None, cluster=None):
         else:
             from distributed import performance_report
 
-            with performance_report(filename=report):
+            # written to a temporary sibling, closed with ppa-dask's record and renamed into
+            # place: never over a file ppa-dask did not write (the command checked it first)
+            overwrite = bool(getattr(args, "overwrite", False))
+            with report_file(report, overwrite) as tmp, performance_report(filename=tmp):
                 yield client
             progress.say(f"performance report: {os.path.abspath(report)}")

@@ -16,6 +16,11 @@ An existing target is replaced only with ``overwrite=True`` and only when ppa-da
 GeoTIFF, NetCDF and Parquet outputs carry a record (a ``PPA_DASK`` TIFF tag, a ``ppa_dask``
 global attribute, a ``ppa_dask`` key of the Parquet schema metadata); a CSV file carries none,
 so an existing CSV is never replaced.
+
+A command's performance report (``--performance-report FILE.html``) goes the same way:
+:func:`report_file` hands its writer a temporary sibling, closes the file with a record (an
+HTML comment) and renames it into place; an existing file is replaced only with
+``overwrite=True`` and only when it ends with that record.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import threading
 
@@ -50,7 +56,15 @@ from ppa_dask.utils.compute import current_client
 from ppa_dask.utils.files import remove_path, temp_sibling
 from ppa_dask.utils.version import VERSION
 
-__all__ = ["CUBE_FORMAT", "write_result", "write_cube", "write_table", "written_by_ppa_dask"]
+__all__ = [
+    "CUBE_FORMAT",
+    "check_report_target",
+    "report_file",
+    "write_result",
+    "write_cube",
+    "write_table",
+    "written_by_ppa_dask",
+]
 
 #: The ``format`` of the record stored in the files :func:`write_cube` / :func:`write_table`
 #: write.
@@ -613,3 +627,96 @@ def write_result(
     if fmt in TABLE_FORMATS:
         return write_table(out, path, columns, overwrite=overwrite, what=what)
     return write_array(out, path, overwrite=overwrite, attrs=attrs)
+
+
+# ---------------------------------------------------------------------------------------------
+# performance reports
+# ---------------------------------------------------------------------------------------------
+
+#: What a performance report's record says it is (the ``what`` of :func:`_record`).
+_REPORT_WHAT = "performance report"
+#: Bytes at the end of an existing file read to find a report's record (the record is the
+#: file's last line, a few hundred bytes): deciding whose a file is never reads it whole.
+_REPORT_TAIL = 4096
+_REPORT_RECORD = re.compile(rb"<!-- ppa-dask (\{[^\n]*\}) -->\s*$")
+
+
+def _is_report(path):
+    """Whether ``path`` is a regular file ending with the record :func:`report_file` writes."""
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):  # a link, a folder, a FIFO or a device: not ours
+            return False
+        with open(path, "rb") as f:
+            f.seek(max(0, info.st_size - _REPORT_TAIL))
+            tail = f.read(_REPORT_TAIL)
+    except OSError:
+        return False
+    match = _REPORT_RECORD.search(tail)
+    return match is not None and _is_record(match.group(1).decode("utf-8", "replace"))
+
+
+def check_report_target(path, overwrite=False):
+    """Refuse a performance report's path before any work: an existing one unless
+    ``overwrite`` and it is a report ppa-dask wrote (:func:`report_file`).
+
+    Raises
+    ------
+    FileExistsError
+        Naming the path and why it is not replaced.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> check_report_target(os.path.join(folder, "r.html"))  # absent: fine
+    >>> try:
+    ...     check_report_target(folder, overwrite=True)
+    ... except FileExistsError as exc:
+    ...     print("not a performance report written by ppa-dask" in str(exc))
+    True
+    """
+    check_target(local_path(path), overwrite, _is_report, _REPORT_WHAT + " written by ppa-dask")
+
+
+@contextlib.contextmanager
+def report_file(path, overwrite=False):
+    """The atomic write of a performance report: yields a temporary sibling of ``path`` for
+    the report's writer (distributed's ``performance_report(filename=...)``) to fill; on a
+    clean exit the record is appended and the file renamed into place, replacing an existing
+    report only with ``overwrite`` and only one ppa-dask wrote. The temporary is removed
+    either way.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The report's local path.
+    overwrite : bool, default=False
+        Replace an existing report ppa-dask wrote (never any other file).
+
+    Yields
+    ------
+    tmp : str
+        Where the writer writes.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> p = os.path.join(tempfile.mkdtemp(), "r.html")
+    >>> with report_file(p) as tmp:
+    ...     _ = open(tmp, "w").write("<html></html>")
+    >>> _is_report(p), os.listdir(os.path.dirname(p))
+    (True, ['r.html'])
+    """
+    path = local_path(path)
+    check_report_target(path, overwrite)
+    tmp = temp_sibling(path)
+    try:
+        yield tmp
+        with open(tmp, "a", encoding="utf-8") as f:
+            f.write(f"\n<!-- ppa-dask {_record(_REPORT_WHAT)} -->\n")
+            f.flush()
+            os.fsync(f.fileno())
+        move_into_place(tmp, path, overwrite, _is_report, _REPORT_WHAT + " written by ppa-dask")
+    finally:
+        remove_path(tmp)

@@ -369,6 +369,70 @@ def test_outputs_are_checked_before_any_work(table, tmp_path, capsys, monkeypatc
     assert not os.path.exists("/proc/m.zarr")
 
 
+@pytest.mark.parametrize(
+    "argv, report, expected",
+    [
+        (["fit", "{csv}", "{base}/m.zarr"], "{csv}", "'{csv}' is INPUT '{csv}'"),
+        (["fit", "{data}", "{base}/m.zarr"], "{data}", "'{data}' is INPUT"),
+        (["fit", "{data}", "{base}/m.zarr"], "{base}/m.zarr", "'{base}/m.zarr' is MODEL"),
+        (["run", "{pipeline}"], "{pipeline}", "'{pipeline}' is PIPELINE.yaml"),
+        (
+            ["transform", "{model}", "{data}", "{base}/o.zarr"],
+            "{base}/o.zarr",
+            "'{base}/o.zarr' is OUTPUT",
+        ),
+        (
+            ["fit", "{data}", "{base}/m.zarr"],
+            "{html}",
+            "'{html}' already exists; pass --overwrite",
+        ),
+        (
+            ["fit", "{data}", "{base}/m.zarr", "--overwrite"],
+            "{html}",
+            "'{html}' exists and was not written by ppa-dask",
+        ),
+        (
+            ["run", "{pipeline}", "--overwrite"],
+            "{html}",
+            "'{html}' exists and was not written by ppa-dask",
+        ),
+        (["fit", "{data}", "{base}/m.zarr"], "{folder}", "'{folder}' is a folder"),
+    ],
+)
+def test_a_performance_report_never_replaces_what_ppa_dask_did_not_write(
+    table, tmp_path, capsys, monkeypatch, argv, report, expected
+):
+    # issue 46: the report overwrote an input CSV, a pipeline file, a user's report.html and
+    # took MODEL's path, exit 0; each is refused before any work, nothing written or changed
+    base, data, X = table
+    model = str(tmp_path / "model.zarr")
+    store.save_model(PPA(degree=1).fit(X[:200]), model)
+    (tmp_path / "in.csv").write_text("a,b\n1,2\n3,4\n")
+    (tmp_path / "p.yaml").write_text(
+        "pipeline: 1\nname: p\ndata: {source: generated, n_samples: 500, n_features: 4}\n"
+    )
+    (tmp_path / "report.html").write_text("<html>the user's own</html>")
+    (tmp_path / "folder").mkdir()
+    names = {
+        "data": data,
+        "model": model,
+        "base": str(tmp_path),
+        "csv": str(tmp_path / "in.csv"),
+        "pipeline": str(tmp_path / "p.yaml"),
+        "html": str(tmp_path / "report.html"),
+        "folder": str(tmp_path / "folder"),
+    }
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    monkeypatch.chdir(tmp_path)  # the pipeline's run folder would be runs/p here
+    monkeypatch.setattr(PPA, "fit", lambda *a, **k: pytest.fail("fitted before refusing"))
+    argv = [a.format(**names) for a in argv]
+    report = report.format(**names)
+    err = _fails(capsys, *argv, "--performance-report", report, "--workers", "1")
+    assert f"--performance-report {expected.format(**names)}" in err
+    # nothing written, nothing changed
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
 def test_a_string_array_is_named_with_its_dtype(tmp_path, capsys):
     path = str(tmp_path / "words.zarr")
     z = zarr.create_array(store=path, shape=(20, 3), chunks=(10, 3), dtype=str)

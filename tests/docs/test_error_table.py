@@ -190,6 +190,12 @@ class Fixtures(dict):
         (path / "summary.json").write_text("{}")
         return path
 
+    def make_user_html(self):
+        # a user's own report: no --performance-report may replace it
+        path = self.root / "report.html"
+        path.write_text("<html>mine</html>")
+        return path
+
     def make_pipeline(self):
         path = self.root / "ok.yaml"
         path.write_text(

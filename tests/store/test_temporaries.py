@@ -110,3 +110,41 @@ def test_killed_writers_temporary_is_removed_by_the_next_write(tmp_path, capsys)
         [".out.zarr.tmp-foreign", ".out.zarr.tmp-live", ".out.zarr.tmp-elsewhere"]
     )
     assert (foreign / "keep.txt").read_text() == "not ours"
+
+
+def test_a_performance_report_is_written_whole_and_replaces_only_a_report(tmp_path):
+    # issue 46: the report is written like every output: a temporary sibling renamed into
+    # place, closed with ppa-dask's record; only a file ending with that record is replaced
+    from ppa_dask.store.sinks import report_file
+
+    report = tmp_path / "r.html"
+    with report_file(report) as tmp:
+        assert not report.exists() and os.path.dirname(tmp) == str(tmp_path)
+        with open(tmp, "w") as f:
+            f.write("<html>first</html>")
+    assert report.read_text().startswith("<html>first</html>")
+    with pytest.raises(FileExistsError, match="already exists"):
+        with report_file(report):
+            pytest.fail("no write may start over an existing report without overwrite")
+    with report_file(report, overwrite=True) as tmp:
+        with open(tmp, "w") as f:
+            f.write("<html>second</html>")
+    assert report.read_text().startswith("<html>second</html>")
+    # a failed write leaves the old report and no temporary
+    with pytest.raises(RuntimeError):
+        with report_file(report, overwrite=True) as tmp:
+            with open(tmp, "w") as f:
+                f.write("<html>half")
+            raise RuntimeError("the fit failed")
+    assert report.read_text().startswith("<html>second</html>")
+    assert os.listdir(tmp_path) == ["r.html"]
+    # the user's file, a copy of a report without its last line, and a link to a report are
+    # none of ppa-dask's: never replaced, even with overwrite
+    lines = report.read_text().splitlines()
+    (tmp_path / "mine.html").write_text("\n".join(lines[:-1]) + "\n")
+    os.symlink(report, tmp_path / "link.html")
+    for name in ("mine.html", "link.html"):
+        with pytest.raises(FileExistsError, match="not a performance report written by"):
+            with report_file(tmp_path / name, overwrite=True):
+                pytest.fail("replaced a file ppa-dask did not write")
+    assert (tmp_path / "mine.html").read_text().startswith("<html>second</html>")
