@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -25,7 +26,9 @@ __all__ = [
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
     "JSONFileError",
+    "check_regular",
     "check_writable",
+    "file_kind",
     "parse_json",
     "read_json_file",
     "SETTLE_SECONDS",
@@ -50,6 +53,67 @@ class JSONFileError(ValueError):
     def __init__(self, name, problem):
         super().__init__(f"{name}: {problem}")
         self.name, self.problem = name, problem
+
+
+#: The kinds of file a read refuses, by what ``stat`` says (a read of one could block for ever,
+#: a FIFO, or never end, a character device such as /dev/zero).
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISREG, "a regular file"),
+)
+
+
+def file_kind(path, follow=True):
+    """What is at ``path``, in words (``"a FIFO (named pipe)"``, ``"a character device"``,
+    ``"a regular file"``, ...), following symbolic links unless ``follow`` is false; None
+    when nothing is there (or a link leads nowhere).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> file_kind(tempfile.mkdtemp()), file_kind("/dev/null"), file_kind("/nowhere/x")
+    ('a folder', 'a character device', None)
+    """
+    try:
+        mode = (os.stat if follow else os.lstat)(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return next((kind for test, kind in _KINDS if test(mode)), "a special file")
+
+
+def check_regular(path, what, folder=False):
+    """Refuse, before anything opens it, a ``path`` that is not a regular file (or, with
+    ``folder``, a folder): a FIFO, a device or a socket, named, also behind a symbolic link.
+
+    Opening a FIFO blocks until a writer comes and a character device such as /dev/zero never
+    ends, so every read of a file a user or a run folder holds asks here first. A missing
+    path passes: the reader then says it is missing in its own words.
+
+    Raises
+    ------
+    ValueError
+        ``<what> '<path>' is a FIFO (named pipe), not a regular file``, and so on.
+
+    Examples
+    --------
+    >>> check_regular("/dev/zero", "INPUT")
+    Traceback (most recent call last):
+    ...
+    ValueError: INPUT '/dev/zero' is a character device, not a regular file; ppa-dask reads only regular files
+    """
+    kind = file_kind(path)
+    if kind is None or kind == "a regular file" or (folder and kind == "a folder"):
+        return
+    expected = "a regular file or a folder" if folder else "a regular file"
+    raise ValueError(
+        f"{what} {os.fspath(path)!r} is {kind}, not {expected}; ppa-dask reads only regular "
+        "files" + (" and folders" if folder else "")
+    )
 
 
 def temp_sibling(path, tag="tmp"):
@@ -194,7 +258,13 @@ def read_json_file(path, max_bytes=MAX_JSON_BYTES, max_depth=MAX_JSON_DEPTH):
     ppa_dask.utils.files.JSONFileError: .../r.json: larger than the 8 bytes a JSON record may hold
     """
     path = os.fspath(path)
-    with open(path, "rb") as f:
+    # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer; whatever
+    # was opened is read only if it is a regular file (a device such as /dev/zero never ends)
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((k for test, k in _KINDS if test(mode)), "a special file")
+            raise JSONFileError(path, f"{kind}, not a regular file")
         if os.fstat(f.fileno()).st_size > max_bytes:
             raise JSONFileError(path, f"larger than the {max_bytes} bytes a JSON record may hold")
         data = f.read(max_bytes + 1)  # (a file growing meanwhile is still bounded)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import sys
 import time
 
@@ -66,7 +67,9 @@ class Reporter:
         line = f"[{self.total():7.1f} s] {message}"
         print(line, file=self.stream, flush=True)
         if self.logfile is not None:
-            with open(self.logfile, "a") as f:
+            # O_NOFOLLOW: a log is never appended through a symbolic link to a file elsewhere
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+            with open(os.open(self.logfile, flags, 0o644), "a") as f:
                 f.write(f"{datetime.datetime.now().isoformat(timespec='seconds')} {line}\n")
 
     __call__ = say

@@ -521,6 +521,60 @@ def test_force_removes_only_the_stage_folders_the_run_record_lists(tmp_path):
     assert _started(_run(SMALL, out, force=True)) == list(STAGE_DIRS)
 
 
+@pytest.mark.slow
+def test_a_rerun_removes_only_the_files_the_run_recorded_writing(tmp_path):
+    # issue 46: a rerun (with or without --force) removed whole stage folders, a user's notes
+    # and figures in them too
+    out = tmp_path / "run"
+    config = json.loads(json.dumps(SMALL))
+    _run(config, out)
+    notes = out / STAGE_DIRS["fit"] / "NOTES.txt"
+    figure = out / STAGE_DIRS["plots"] / "annotated.png"
+    notes.write_text("degree 2 looked too smooth")
+    figure.write_bytes(b"\x89PNG mine")
+    config["model"]["degree"] = [1, 2]  # the fit and every stage after it run again
+    log = _run(config, out)
+    assert _started(log) == ["fit", "transform", "evaluate", "plots"]
+    assert notes.read_text() == "degree 2 looked too smooth"
+    assert figure.read_bytes() == b"\x89PNG mine"
+    assert _started(_run(config, out, force=True)) == list(STAGE_DIRS)
+    assert notes.read_text() == "degree 2 looked too smooth"
+    assert figure.read_bytes() == b"\x89PNG mine"
+    # a stage interrupted before its marker: what it wrote was recorded first, so the rerun
+    # removes it (and writes it again) and still leaves the user's file
+    (out / STAGE_DIRS["fit"] / MARKER).unlink()
+    record = json.loads((out / RUN_RECORD).read_text())
+    assert record["outputs"][STAGE_DIRS["fit"]] == ["model.zarr"]
+    assert _started(_run(config, out)) == ["fit"]
+    assert sorted(os.listdir(out / STAGE_DIRS["fit"])) == ["NOTES.txt", MARKER, "model.zarr"]
+
+
+@pytest.mark.slow
+def test_the_run_log_is_never_appended_through_a_link(tmp_path):
+    # issue 46: a pipeline.log symlink planted in the run folder had the log appended to its
+    # target outside it
+    out = tmp_path / "run"
+    _run(SMALL, out)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("someone else's file\n")
+    (out / "pipeline.log").unlink()
+    (out / "pipeline.log").symlink_to(outside)
+    with pytest.raises(PipelineError) as info:
+        _run(SMALL, out, force=True)
+    assert str(info.value) == (
+        f"output {str(out)!r}: pipeline.log is a symbolic link, not a regular file; ppa-dask "
+        "reads and writes only regular files of its own there: remove it"
+    )
+    assert outside.read_text() == "someone else's file\n"
+    assert not (out / RUN_LOCK).exists()
+    # the writer itself never follows a link either (a link planted after the check)
+    from ppa_dask.utils.progress import Reporter
+
+    with pytest.raises(OSError):
+        Reporter(io.StringIO(), str(out / "pipeline.log")).say("through the link")
+    assert outside.read_text() == "someone else's file\n"
+
+
 def test_a_zarr_store_the_generator_did_not_write_is_not_replaced(tmp_path):
     path = tmp_path / "mine.zarr"
     z = zarr.create_array(store=str(path), shape=(10, 4), dtype="f8")

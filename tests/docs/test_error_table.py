@@ -196,6 +196,14 @@ class Fixtures(dict):
         path.write_text("<html>mine</html>")
         return path
 
+    def make_linked_log(self):
+        # a folder whose pipeline.log links to a user's file: no log is appended through it
+        path = self.root / "linked"
+        path.mkdir()
+        (self.root / "diary.txt").write_text("mine\n")
+        (path / "pipeline.log").symlink_to(self.root / "diary.txt")
+        return path
+
     def make_pipeline(self):
         path = self.root / "ok.yaml"
         path.write_text(

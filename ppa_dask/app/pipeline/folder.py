@@ -4,10 +4,16 @@ A run folder is one the library made: :meth:`RunFolder.claim` creates the run in
 folder and writes :data:`RUN_RECORD` there (format, versions, the pipeline's name, the SHA-256
 of its configuration, the times, and the stage folders it created); a non-empty folder without
 that record is refused before anything is written, and a stage folder the record does not list
-is never removed. While a run uses the folder it holds :data:`RUN_LOCK` (O_CREAT | O_EXCL; pid,
-host and start time); a stale lock (same host, process gone) is taken over with a note. A
-stage is complete when its folder holds :data:`MARKER`, written last, whose fingerprints of the
-stage's outputs (:func:`ppa_dask.store.sources.fingerprint`) still match.
+is never removed. Inside a stage folder a rerun removes only what the run recorded writing
+there (the names a stage asked for, recorded in the run record before it wrote them, and its
+marker's outputs) with their hidden temporaries: a user's own file beside them stays. The
+run folder's own files (:data:`RUN_RECORD`, :data:`LOG`, ...) must be regular files: a
+symbolic link, a FIFO or a device in their place is refused before anything is written, so
+nothing is ever written through a link to a file outside. While a run uses the folder it
+holds :data:`RUN_LOCK` (O_CREAT | O_EXCL; pid, host and start time); a stale lock (same host,
+process gone) is taken over with a note. A stage is complete when its folder holds
+:data:`MARKER`, written last, whose fingerprints of the stage's outputs
+(:func:`ppa_dask.store.sources.fingerprint`) still match.
 """
 
 from __future__ import annotations
@@ -21,10 +27,17 @@ import socket
 
 from ppa_dask.app.pipeline.schema import FORMAT_VERSION, PipelineError
 from ppa_dask.store.sources import fingerprint
-from ppa_dask.utils.files import check_writable, read_json_file, remove_path, write_json_atomic
+from ppa_dask.utils.files import (
+    check_writable,
+    file_kind,
+    read_json_file,
+    remove_path,
+    write_json_atomic,
+)
 from ppa_dask.utils.version import VERSION
 
 __all__ = [
+    "LOG",
     "MARKER",
     "RUN_LOCK",
     "RUN_RECORD",
@@ -43,6 +56,10 @@ MARKER = "_complete.json"
 RUN_RECORD = ".ppa-dask-run.json"
 #: The lock file of the run using a run folder (pid, host, start time); removed at its end.
 RUN_LOCK = ".ppa-dask-run.lock"
+#: The run's log, appended to by every run in the folder.
+LOG = "pipeline.log"
+#: The files of the run folder itself that a run reads, writes or appends to.
+_OWN_FILES = (RUN_RECORD, RUN_LOCK, LOG, "pipeline.yaml", "summary.json")
 
 
 def _canonical(obj):
@@ -101,6 +118,20 @@ def _is_output_name(name):
     """A relative path inside the stage folder, written as the library writes it."""
     parts = name.split("/")
     return bool(name) and not os.path.isabs(name) and ".." not in parts and "" not in parts
+
+
+def _is_plain_name(name):
+    """A name of an entry of the stage folder itself (no folder part, not '.' or '..')."""
+    return bool(name) and "/" not in name and name not in (".", "..") and "\0" not in name
+
+
+def _is_temporary_of(entry, names):
+    """Whether ``entry`` is a hidden temporary the writers made beside one of ``names``
+    (``.<name>.<tag>-<random>``, :func:`~ppa_dask.utils.files.temp_sibling`)."""
+    return any(
+        entry.startswith(f".{name}.") and entry[len(name) + 2 :].split("-")[0] in ("tmp", "old")
+        for name in names
+    )
 
 
 def write_json(path, obj):
@@ -249,6 +280,15 @@ class RunFolder:
             check_writable(os.path.join(given, "x") if os.path.isdir(given) else given, option)
         if os.path.lexists(root) and not os.path.isdir(root):
             raise PipelineError(f"output {root!r} exists and is not a folder")
+        for name in _OWN_FILES if os.path.isdir(root) else ():
+            kind = file_kind(os.path.join(root, name), follow=False)
+            if kind not in (None, "a regular file"):
+                # a log appended through a link would write into its target, a FIFO would
+                # block the run: the folder's own files are regular files or nothing
+                raise PipelineError(
+                    f"output {root!r}: {name} is {kind}, not a regular file; ppa-dask reads and "
+                    "writes only regular files of its own there: remove it"
+                )
         if (
             os.path.isdir(root)
             and set(os.listdir(root)) - {RUN_LOCK}
@@ -309,20 +349,55 @@ class RunFolder:
     def _write_record(self):
         write_json(os.path.join(self.root, RUN_RECORD), self.record)
 
+    def _written(self, name):
+        """The names the run recorded writing in stage folder ``name`` (:meth:`record_output`),
+        those a damaged record lists that are not plain names left out."""
+        outputs = self.record.get("outputs")
+        names = outputs.get(name) if isinstance(outputs, dict) else None
+        if not isinstance(names, list):
+            return []
+        return [n for n in names if isinstance(n, str) and _is_plain_name(n)]
+
+    def record_output(self, name, output):
+        """Record that the run is about to write ``output`` (a plain name) in stage folder
+        ``name``: written to the record first, so a rerun removes it even when the stage was
+        interrupted before its marker."""
+        if not _is_plain_name(output):
+            raise ValueError(f"a stage writes plain names in its folder, got {output!r}")
+        outputs = self.record.get("outputs")
+        if not isinstance(outputs, dict):
+            outputs = self.record["outputs"] = {}
+        written = self._written(name)
+        if output not in written:
+            outputs[name] = [*written, output]
+            self._write_record()
+
     def empty_stage(self, name):
-        """An empty folder ``name`` for a stage to write in: a stale or partial one is removed
-        first (nothing left from an interrupted run can be mistaken for an output), only if
-        the record lists it (the library made it); recorded as the library's before it is
-        created. Returns its path."""
+        """A folder ``name`` for a stage to write in, holding nothing of an earlier run: what
+        the run recorded writing there (:meth:`record_output`, the marker's outputs, the
+        marker) is removed with its hidden temporaries, nothing else (a user's notes beside
+        them stay), and only if the record lists the folder (the library made it); recorded
+        as the library's before it is created. Returns its path."""
         stage_dir = os.path.join(self.root, name)
         if os.path.lexists(stage_dir):
             if name not in self.record["stages"]:
                 raise PipelineError(f"{stage_dir!r} was not written by ppa-dask; not removed")
-            remove_path(stage_dir)
+            if os.path.islink(stage_dir) or not os.path.isdir(stage_dir):
+                remove_path(stage_dir)  # (a link is removed, never followed)
+            else:
+                marker = read_marker(stage_dir) or {}
+                ours = {MARKER, *self._written(name)}
+                ours.update(n for n in marker.get("outputs", {}) if _is_plain_name(n))
+                for entry in os.listdir(stage_dir):
+                    if entry in ours or _is_temporary_of(entry, ours):
+                        remove_path(os.path.join(stage_dir, entry))
         if name not in self.record["stages"]:
             self.record["stages"].append(name)
-            self._write_record()
-        os.makedirs(stage_dir)
+        if not isinstance(self.record.get("outputs"), dict):
+            self.record["outputs"] = {}
+        self.record["outputs"][name] = []
+        self._write_record()
+        os.makedirs(stage_dir, exist_ok=True)
         return stage_dir
 
     def complete(self, name, key):

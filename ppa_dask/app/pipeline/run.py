@@ -15,7 +15,7 @@ import sys
 import time
 
 from ppa_dask.app.pipeline.checks import check_pipeline_data
-from ppa_dask.app.pipeline.folder import RunFolder, now, read_marker, sha256, write_json
+from ppa_dask.app.pipeline.folder import LOG, RunFolder, now, read_marker, sha256, write_json
 from ppa_dask.app.pipeline.schema import FORMAT_VERSION, load_pipeline, validate_pipeline
 from ppa_dask.app.pipeline.stages import STAGE_DIRS, STAGE_ORDER, STAGES
 from ppa_dask.app.session import read_cluster_option
@@ -55,6 +55,7 @@ class Run:
         self.times = {}
         self.skipped = []
         self.log = None
+        self.running = None  # the stage running now, whose folder's names path() records
         self.data_warnings = None  # check_pipeline_data's, once checked
         self.cluster_file = None  # the configuration's cluster file, when the run uses it
         self.cluster_config = None  # the run's cluster file as read, for the session to open
@@ -68,6 +69,11 @@ class Run:
         return os.path.join(self.root, STAGE_DIRS[stage])
 
     def path(self, stage, name):
+        """The path of ``name`` in ``stage``'s folder; asked by the stage that is running for
+        its own folder, the name is recorded as the run's before the stage writes it (a rerun
+        removes only what the run recorded writing)."""
+        if stage == self.running:
+            self.folder.record_output(STAGE_DIRS[stage], name)
         return os.path.join(self.dir(stage), name)
 
     # -- orchestration ---------------------------------------------------------------------
@@ -90,7 +96,7 @@ class Run:
         warnings = self.check_data()
         note = self.folder.claim(self.config)
         try:
-            self.log = Reporter(self.stream, os.path.join(self.root, "pipeline.log"), self.clock)
+            self.log = Reporter(self.stream, os.path.join(self.root, LOG), self.clock)
             t_start = time.perf_counter()
             self.log(f"pipeline {self.config['name']!r}: run folder {self.root}")
             if note:
@@ -151,7 +157,11 @@ class Run:
         # a stale or partial folder is removed first (only one the run record lists)
         self.folder.empty_stage(folder)
         t0 = time.perf_counter()
-        outputs, info = stage.run(self)
+        self.running = name
+        try:
+            outputs, info = stage.run(self)
+        finally:
+            self.running = None
         wall = time.perf_counter() - t0
         record = {
             "stage": name,

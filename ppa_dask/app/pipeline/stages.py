@@ -3,7 +3,7 @@ evaluate -> plots.
 
 Each stage is a :class:`Stage` object: its ``name`` (its folder is ``NN-<name>``), the sections
 of the configuration it depends on (``config``), the stages whose outputs it reads (``inputs``),
-and :meth:`Stage.run`, which writes its outputs in its (empty) folder and returns their names
+and :meth:`Stage.run`, which writes its outputs in its folder and returns their names
 and a record for its completion marker. :data:`STAGE_ORDER` is the order the run takes them in
 (:class:`ppa_dask.app.pipeline.run.Run`); :data:`STAGES` their names. What a stage reads from
 those before it goes through :func:`loaded`, :func:`samples`, :func:`preprocess_info` and
@@ -66,7 +66,9 @@ class Stage:
     A stage reads the configuration (``run.config``), the outputs of the stages it depends on
     (:func:`loaded`, :func:`samples`, ...) and, for the first, files outside the run folder
     (:meth:`external_inputs`, fingerprinted into its key); :meth:`run` writes under
-    ``run.dir(name)``, which is new and empty.
+    ``run.dir(name)``, which holds nothing of an earlier run (a user's own files may be
+    there), each file at the path ``run.path(name, file)`` gives, which records it as the
+    run's before it is written (a rerun removes only those).
     """
 
     #: The stage's name (its folder is ``NN-<name>``).
@@ -684,7 +686,6 @@ class Evaluate(Stage):
         sets = [("train", X)]
         if meta.get("n_test"):
             sets.append(("test", _open_table(run.path("preprocess", "test.zarr"))))
-        ev = run.dir("evaluate")
         result, outputs = {}, ["reconstruction_error.json"]
         for label, data in sets:
             ppa_errors = np.asarray(model.reconstruction_errors(data), dtype=float)
@@ -713,9 +714,9 @@ class Evaluate(Stage):
                     "PPA.reconstruction_errors (one pass)."
                 )
                 stem = "reconstruction_error" + ("" if label == "train" else "_test")
-                write_error_csv(os.path.join(ev, f"{stem}.csv"), rows)
+                write_error_csv(run.path("evaluate", f"{stem}.csv"), rows)
                 write_error_markdown(
-                    os.path.join(ev, f"{stem}.md"), rows, float(pca_errors[0]), caption
+                    run.path("evaluate", f"{stem}.md"), rows, float(pca_errors[0]), caption
                 )
                 outputs += [f"{stem}.csv", f"{stem}.md"]
                 part.update(
@@ -737,7 +738,7 @@ class Evaluate(Stage):
                 run.log.plain(format_error_table(rows))
                 run.log.plain()
             result[label] = part
-        write_json(os.path.join(ev, "reconstruction_error.json"), result)
+        write_json(run.path("evaluate", "reconstruction_error.json"), result)
         first = result["train"]["ppa_mse"]
         return sorted(outputs), {"ppa_mse_k1_train": first[0] if first else None}
 
