@@ -30,6 +30,7 @@ import errno
 import glob
 import logging
 import os
+import traceback
 
 from ppa_dask.app.pipeline import STAGES
 
@@ -289,4 +290,26 @@ def fault_line(exc, args, before):
         for e in chain:
             if _remote_read(e):
                 return f"reading {remote[0]} was interrupted ({_excerpt(e)}); {kept}"
+    if any(_damaged_read(e) for e in chain):
+        # rasterio's outer error only says "see previous exception"; the next names the file
+        said = next((e for e in chain if "previous exception" not in str(e)), chain[-1])
+        return (
+            f"reading the input failed ({_excerpt(said)}): a file, or a chunk of a Zarr store, "
+            f"is truncated or damaged; {kept}"
+        )
     return None
+
+
+#: Modules whose errors are the decoding of a file's bytes: an error raised in one of them is a
+#: damaged input (a Zarr chunk's codec, numcodecs' compressors).
+_DECODERS = ("zarr.codecs", "numcodecs")
+
+
+def _damaged_read(exc):
+    """Whether ``exc`` is a read of damaged data: rasterio's read error (a truncated GeoTIFF),
+    or an error raised while decoding a Zarr chunk (zarr's codecs read through zarr; ppa-dask's
+    own chunk reader names the chunk itself, :class:`ppa_dask.store.zarr_chunks.ChunkError`)."""
+    if _is(exc, "rasterio", "RasterioIOError"):
+        return True
+    frames = traceback.walk_tb(exc.__traceback__)
+    return any(f.f_globals.get("__name__", "").startswith(_DECODERS) for f, _ in frames)

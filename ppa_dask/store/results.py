@@ -42,6 +42,7 @@ import time
 
 import numpy as np
 
+from ppa_dask.store.zarr_chunks import strict_store
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.compute import uses_local_scheduler
 from ppa_dask.utils.files import read_json_file, remove_path, temp_sibling
@@ -485,6 +486,9 @@ def write_array(
             attributes={**attrs, ATTRS_KEY: _result_marker(False, marker_extra)},
             overwrite=overwrite_store,
             storage_options=storage_options,
+            # every chunk on disk, those of only zeros too: an input's missing chunk file is
+            # an error (zarr_chunks.strict_store), so a result must read back whole
+            config={"write_empty_chunks": True},
         )
 
     def finish(z):
@@ -545,12 +549,15 @@ def write_array(
 def _open_node(path, storage_options=None):
     import zarr
 
+    store = path
     if not is_remote(path):
         path = local_path(path)
         if not os.path.exists(path):
             raise FileNotFoundError(f"no Zarr store at {path!r}")
+        # a chunk whose file is missing is an error naming it, never the fill value (zeros)
+        store = strict_store(zarr.storage.LocalStore(path, read_only=True))
     try:
-        return zarr.open(path, mode="r", storage_options=storage_options)
+        return zarr.open(store, mode="r", storage_options=storage_options)
     except Exception as exc:
         raise ValueError(f"cannot open {path!r} as Zarr: {exc}") from None
 
@@ -710,7 +717,9 @@ def write_dataset(obj, path, overwrite=False):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp, tmp_store = _begin_temporary(path)
     try:
-        obj.to_zarr(tmp_store, mode="w-", zarr_format=3, consolidated=False)
+        obj.to_zarr(  # every chunk on disk, as write_array writes them
+            tmp_store, mode="w-", zarr_format=3, consolidated=False, write_empty_chunks=True
+        )
         import zarr
 
         group = zarr.open_group(tmp_store, mode="r+")

@@ -16,7 +16,16 @@ Only layouts this module knows are read directly: an array in a local folder
 For anything else (sharding, checksums, transposes, a cloud store, object data, a missing chunk
 with no fill value) :func:`read_direct` returns None and the caller reads through zarr. A chunk
 that is not on disk is the array's fill value, as zarr reads it (zarr does not write chunks
-that hold only the fill value).
+that hold only the fill value), except in an array opened through :func:`strict_store`.
+
+Inputs
+------
+An input read as zeros because a chunk file went missing (a write that did not finish, a file
+removed) would be fitted or transformed without a word, so ppa-dask opens its Zarr inputs on a
+``StrictStore`` (:func:`strict_store`): reading a chunk whose file is absent raises
+:class:`ChunkError` naming the file, here and through zarr alike, and a chunk whose file cannot
+be decoded (truncated, damaged) raises it here. ppa-dask writes every chunk of what it writes
+(``write_empty_chunks``), so its own results read back whole.
 
 Examples
 --------
@@ -54,19 +63,132 @@ class ChunkFiles:
     decoder: object  # a numcodecs codec, or None for raw bytes
     key: object  # chunk coordinates -> the chunk's path in ``folder``
 
+    strict: bool = False  # a missing chunk is an error (ChunkError), not the fill value
+
     def read_chunk(self, coords):
         """One whole chunk (edge chunks included: Zarr stores them at full size), or None
-        when its file is missing and there is no fill value."""
+        when its file is missing and there is no fill value; with ``strict``, a missing or
+        undecodable chunk file raises :class:`ChunkError`."""
+        path = os.path.join(self.folder, self.key(coords))
         try:
-            with open(os.path.join(self.folder, self.key(coords)), "rb") as f:
+            with open(path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
+            if self.strict:
+                raise ChunkError.missing(path) from None
             if self.fill_value is None:
                 return None
             return np.full(self.chunks, self.fill_value, dtype=self.dtype)
-        if self.decoder is not None:
-            data = self.decoder.decode(data)
-        return np.frombuffer(data, dtype=self.stored).reshape(self.chunks)
+        try:
+            if self.decoder is not None:
+                data = self.decoder.decode(data)
+            return np.frombuffer(data, dtype=self.stored).reshape(self.chunks)
+        except Exception as exc:  # truncated or damaged: numcodecs' and numpy's errors vary
+            if not self.strict:
+                raise
+            raise ChunkError.damaged(path, exc) from None
+
+
+class ChunkError(ValueError):
+    """A chunk of a Zarr input that is missing or cannot be decoded; the message names its
+    file (an input is never read with zeros, or the fill value, in its place)."""
+
+    @classmethod
+    def missing(cls, path):
+        return cls(
+            f"Zarr chunk file {path!r} is missing; ppa-dask never reads a missing chunk of an "
+            "input as the fill value: the store is incomplete (a write that did not finish, or "
+            "a file removed). A store written by zarr with write_empty_chunks=False leaves out "
+            "chunks holding only the fill value: rewrite it with write_empty_chunks=True"
+        )
+
+    @classmethod
+    def damaged(cls, path, exc):
+        why = " ".join(str(exc).split())[:160] or type(exc).__name__
+        return cls(
+            f"Zarr chunk file {path!r} cannot be decoded ({why}): the file is truncated or "
+            "damaged; write the store again"
+        )
+
+
+#: Names of a Zarr store's metadata documents (every other key is a chunk's).
+_METADATA = {"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}
+
+
+def strict_store(store):
+    """``store`` (a zarr store) wrapped so that reading a chunk whose file is absent raises
+    :class:`ChunkError` instead of giving the fill value (a ``StrictStore``); returned as it
+    is when it is not a local folder (a cloud store's missing chunk cannot be told from a
+    chunk never written).
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, zarr
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.zarr")
+    >>> zarr.create_array(store=path, shape=(4,), chunks=(2,), dtype="f8")[:] = 1.0
+    >>> os.remove(os.path.join(path, "c", "1"))
+    >>> z = zarr.open_array(strict_store(zarr.storage.LocalStore(path)), mode="r")
+    >>> z[:2]
+    array([1., 1.])
+    >>> z[2:]  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ppa_dask.store.zarr_chunks.ChunkError: Zarr chunk file '.../s.zarr/c/1' is missing; ...
+    """
+    if _is_strict(store) or _local_folder(store) is None:
+        return store
+    return _strict_class()(store)
+
+
+_STRICT = None  # the StrictStore class, made on first use (zarr is imported only then)
+
+
+def _strict_class():
+    global _STRICT
+    if _STRICT is None:
+        _STRICT = _strict_store_class()
+    return _STRICT
+
+
+def _is_strict(store):
+    return _STRICT is not None and isinstance(store, _STRICT)
+
+
+def __getattr__(name):
+    # ppa_dask.store.zarr_chunks.StrictStore, for pickle (an array sent to Dask workers)
+    if name == "StrictStore":
+        return _strict_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _strict_store_class():
+    from zarr.storage import WrapperStore
+
+    class StrictStore(WrapperStore):
+        """A local zarr store whose absent chunk keys raise :class:`ChunkError` when read."""
+
+        @property
+        def wrapped(self):
+            """The store it wraps."""
+            return self._store
+
+        async def get(self, key, prototype, byte_range=None):
+            value = await self._store.get(key, prototype, byte_range)
+            if value is None and key.rsplit("/", 1)[-1] not in _METADATA:
+                raise ChunkError.missing(os.path.join(_local_folder(self._store), key))
+            return value
+
+        async def get_partial_values(self, prototype, key_ranges):
+            key_ranges = list(key_ranges)
+            values = await self._store.get_partial_values(prototype, key_ranges)
+            for (key, _), value in zip(key_ranges, values):
+                if value is None and key.rsplit("/", 1)[-1] not in _METADATA:
+                    raise ChunkError.missing(os.path.join(_local_folder(self._store), key))
+            return values
+
+    StrictStore.__module__ = __name__
+    StrictStore.__qualname__ = "StrictStore"
+    return StrictStore
 
 
 def chunk_files(array):
@@ -92,6 +214,7 @@ def chunk_files(array):
     root = _local_folder(array.store)
     if root is None:
         return None
+    strict = _is_strict(array.store)
     meta = array.metadata
     dtype = np.dtype(array.dtype)
     if dtype.kind not in "biuf" or not isinstance(array.chunks, tuple):
@@ -133,6 +256,7 @@ def chunk_files(array):
         fill_value=None if fill is None else np.asarray(fill).astype(dtype),
         decoder=decoder,
         key=meta.encode_chunk_key,
+        strict=strict,
     )
 
 
@@ -141,6 +265,8 @@ def _local_folder(store):
     of the local file system, which ``dask.array.from_zarr`` opens a path with), else None."""
     from zarr.storage import FsspecStore, LocalStore
 
+    if _is_strict(store):
+        store = store.wrapped
     if isinstance(store, LocalStore):
         return str(store.root)
     if isinstance(store, FsspecStore):

@@ -9,6 +9,7 @@ clusters are exercised in test_clusters.py.
 import csv
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -431,6 +432,53 @@ def test_a_performance_report_never_replaces_what_ppa_dask_did_not_write(
     assert f"--performance-report {expected.format(**names)}" in err
     # nothing written, nothing changed
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+@pytest.mark.parametrize("command", ["fit", "transform"])
+def test_a_missing_or_damaged_chunk_is_one_line_never_zeros(
+    table, tmp_path, capsys, damage, command
+):
+    # issue 46: deleted chunk files were read as zeros (exit 0), a truncated one ended in a
+    # Zstd traceback
+    base, data, X = table
+    path = str(tmp_path / "x.zarr")
+    z = zarr.create_array(store=path, shape=X.shape, chunks=(500, 5), dtype="f8")
+    z[...] = X
+    chunk = os.path.join(path, "c", "5", "0")
+    if damage == "missing":
+        os.remove(chunk)
+    else:
+        with open(chunk, "r+b") as f:
+            f.truncate(100)
+    model = str(tmp_path / "m.zarr")
+    out = str(tmp_path / "out.zarr")
+    if command == "fit":
+        argv = ["fit", path, out, "--degree", "2"]
+    else:
+        store.save_model(PPA(degree=2).fit(X[:500]), model)
+        argv = ["transform", model, path, out]
+    err = _fails(capsys, *argv, *THREADS)
+    if damage == "missing":
+        assert f"Zarr chunk file {chunk!r} is missing" in err
+    elif command == "fit":  # ppa-dask's own chunk reader names the chunk
+        assert f"Zarr chunk file {chunk!r} cannot be decoded" in err
+    else:  # through zarr: the codec's words
+        assert "Zstd decompression error" in err and "truncated or damaged" in err
+    assert not os.path.exists(out)
+
+
+def test_a_truncated_geotiff_is_one_line(tmp_path, capsys):
+    from rasters import write_tif
+
+    rng = np.random.default_rng(0)
+    whole = write_tif(str(tmp_path / "whole.tif"), rng.integers(0, 999, (4, 256, 256), "uint16"))
+    cut = tmp_path / "cut.tif"
+    cut.write_bytes(Path(whole).read_bytes()[:300_000])
+    argv = ["fit", str(cut), str(tmp_path / "m.zarr"), "--feature-dim", "band", *THREADS]
+    err = _fails(capsys, *argv, "--degree", "2")
+    assert "cut.tif, band" in err and "truncated or damaged" in err
+    assert not os.path.exists(tmp_path / "m.zarr")
 
 
 def test_a_string_array_is_named_with_its_dtype(tmp_path, capsys):

@@ -204,6 +204,39 @@ class Fixtures(dict):
         (path / "pipeline.log").symlink_to(self.root / "diary.txt")
         return path
 
+    def make_holed(self):
+        # a store zarr wrote, one chunk file deleted: an error naming it, never zeros
+        path = self.root / "holed.zarr"
+        z = zarr.create_array(str(path), shape=(200, 4), chunks=(50, 4), dtype="f8")
+        z[...] = np.random.default_rng(2).normal(size=(200, 4))
+        (path / "c" / "1" / "0").unlink()
+        return path
+
+    def make_cut_tif(self):
+        # a tiled GeoTIFF cut short: its last tiles are not in the file
+        import rasterio
+        from rasterio.transform import from_origin
+
+        whole = self.root / "whole.tif"
+        with rasterio.open(
+            whole,
+            "w",
+            driver="GTiff",
+            width=128,
+            height=128,
+            count=4,
+            dtype="uint16",
+            crs="EPSG:32621",
+            transform=from_origin(500000, 4000000, 30, 30),
+            tiled=True,
+            blockxsize=64,
+            blockysize=64,
+        ) as dst:
+            dst.write(np.random.default_rng(3).integers(0, 999, (4, 128, 128), np.uint16))
+        path = self.root / "cut.tif"
+        path.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+        return path
+
     def make_pipeline(self):
         path = self.root / "ok.yaml"
         path.write_text(

@@ -3,6 +3,7 @@ every layout read directly, and zarr's read (None) for every layout that is not.
 
 import itertools
 import os
+import re
 
 import dask.array as da
 import numcodecs
@@ -157,3 +158,72 @@ def test_chunk_files_name_every_chunk_zarr_wrote(tmp_path):
         files = chunk_files(z)
         for coords in itertools.product(range(5), range(2)):
             assert os.path.exists(os.path.join(files.folder, files.key(coords))), coords
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs: a missing or damaged chunk is an error naming it, never zeros (issue 46)
+# ---------------------------------------------------------------------------------------------
+
+
+def _user_store(path, X, **layout):
+    """A store written by zarr itself (not ppa-dask), rows in chunks of 10."""
+    z = zarr.create_array(store=str(path), shape=X.shape, chunks=(10, X.shape[1]), **layout)
+    z[...] = X
+    return str(path)
+
+
+@pytest.mark.parametrize("layout", ["v3 zstd", "v2 raw"])
+def test_an_input_with_a_missing_chunk_file_is_an_error_naming_it(tmp_path, layout):
+    from ppa_dask import PPA
+    from ppa_dask.store import open_input
+    from ppa_dask.store.zarr_chunks import ChunkError
+
+    X = np.random.default_rng(0).normal(size=(60, 4)) + 5.0
+    layouts = {**V3_LAYOUTS, **V2_LAYOUTS}
+    fmt = 2 if layout.startswith("v2") else 3
+    path = _user_store(tmp_path / "x.zarr", X, zarr_format=fmt, dtype="f8", **layouts[layout])
+    key = zarr.open_array(path, mode="r").metadata.encode_chunk_key((3, 0))
+    os.remove(os.path.join(path, key))
+    missing = re.escape(f"Zarr chunk file {os.path.join(path, key)!r} is missing")
+    x = open_input(path)
+    # zarr's read (a block through dask's getter) and ppa-dask's own chunk reader alike
+    with pytest.raises(ChunkError, match=missing):
+        x[25:35].compute(scheduler="synchronous")
+    with pytest.raises(ChunkError, match=missing):
+        read_direct(_array(x), (slice(20, 40), slice(0, 4)))
+    with pytest.raises(ChunkError, match=missing):
+        PPA(degree=2, random_state=0).fit(x)
+    # the rows of the chunks still there read as written
+    np.testing.assert_array_equal(x[:30].compute(scheduler="synchronous"), X[:30])
+    # a chunk cut short
+    key = zarr.open_array(path, mode="r").metadata.encode_chunk_key((1, 0))
+    with open(os.path.join(path, key), "r+b") as f:
+        f.truncate(17)
+    with pytest.raises(ChunkError, match="cannot be decoded"):
+        read_direct(_array(x), (slice(0, 20), slice(0, 4)))
+
+
+def _array(x):
+    """The zarr array a Dask array from ``open_input`` reads (its graph's one handle)."""
+    import zarr as z
+
+    found = [v for v in dict(x.__dask_graph__()).values() if isinstance(v, z.Array)]
+    if not found:  # dask wraps the handle in a DataNode
+        found = [
+            getattr(v, "value", None)
+            for v in dict(x.__dask_graph__()).values()
+            if isinstance(getattr(v, "value", None), z.Array)
+        ]
+    return found[0]
+
+
+def test_a_result_of_zeros_reads_back_whole(tmp_path):
+    # zarr leaves out chunks of only the fill value unless told: ppa-dask writes every chunk,
+    # so its own results are inputs with no chunk missing
+    from ppa_dask.store import open_input, write_array
+
+    X = np.zeros((40, 3))
+    X[30:] = 1.0
+    path = write_array(da.from_array(X, chunks=(10, 3)), tmp_path / "r.zarr")
+    assert sorted(os.listdir(os.path.join(path, "c"))) == ["0", "1", "2", "3"]
+    np.testing.assert_array_equal(open_input(path).compute(scheduler="synchronous"), X)
