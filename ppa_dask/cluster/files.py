@@ -33,6 +33,7 @@ import re
 from ppa_dask.cluster.batchjobs import DEFAULT_MAX_JOB_RESTARTS
 from ppa_dask.cluster.errors import ClusterConfigError
 from ppa_dask.cluster.kubernetes import validate_daskcluster
+from ppa_dask.utils.files import NotARegularFile, open_regular
 from ppa_dask.utils.params import unknown_key
 from ppa_dask.utils.signals import keep_signal_handlers
 from ppa_dask.utils.yamlfile import YAMLFileError, load_yaml
@@ -280,8 +281,12 @@ def read_cluster_config(path, overrides=None):
 
     path = os.fspath(path)
     try:
-        with open(path) as f:
-            raw = load_yaml(f)  # strict: a key given twice is refused
+        # a regular file only (a FIFO would block the read, a device never end it); strict: a
+        # key given twice is refused
+        with open_regular(path, "r") as f:
+            raw = load_yaml(f)
+    except NotARegularFile as exc:
+        raise ClusterConfigError(str(exc)) from None
     except FileNotFoundError:
         raise ClusterConfigError(f"cluster configuration {path!r} does not exist") from None
     except YAMLFileError as exc:  # a key given twice, too large, too deep

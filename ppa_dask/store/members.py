@@ -82,6 +82,7 @@ from ppa_dask.store.encoding import (
 from ppa_dask.utils.files import (
     MAX_JSON_BYTES,
     JSONFileError,
+    file_kind,
     parse_json,
     read_json_file,
     remove_path,
@@ -398,6 +399,9 @@ def read_member_file(path, index, check=None):
     See :func:`write_member_file`.
     """
     path = os.fspath(path)
+    kind = file_kind(path)
+    if kind not in (None, "a regular file"):  # a FIFO would block the read, /dev/zero never end
+        raise ModelFileError(f"{path!r} is {kind}, not a member file", "tampered")
     try:
         archive = zipfile.ZipFile(path)
     except FileNotFoundError:

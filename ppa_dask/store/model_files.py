@@ -65,7 +65,13 @@ from ppa_dask.store.results import (
     move_into_place,
     written_by_us,
 )
-from ppa_dask.utils.files import JSONFileError, read_json_file, remove_path, temp_sibling
+from ppa_dask.utils.files import (
+    JSONFileError,
+    file_kind,
+    read_json_file,
+    remove_path,
+    temp_sibling,
+)
 from ppa_dask.utils.version import VERSION
 
 __all__ = [
@@ -308,8 +314,15 @@ def _check_chunk(path, name, folder, compressor, key, nbytes):
     from numcodecs import zstd
 
     chunk = os.path.join(folder, *key.split("/"))
-    if not os.path.isfile(chunk):
+    kind = file_kind(chunk)
+    if kind is None:
         return
+    if kind != "a regular file":  # a FIFO would block zarr's read, /dev/zero never end it
+        raise ModelFileError(
+            f"{path!r} has been tampered with: chunk {key} of array {name!r} is {kind}, not a "
+            "regular file",
+            "tampered",
+        )
     size = os.path.getsize(chunk)
     # zstd never makes data larger than this (its compress bound, rounded up)
     limit = nbytes if compressor is None else nbytes + nbytes // 128 + 4096

@@ -57,6 +57,7 @@ from ppa_dask.store.results import (
     open_zarr_input,
     zarr_node_type,
 )
+from ppa_dask.utils.files import NotARegularFile, check_regular
 
 __all__ = [
     "BAND_DIM",
@@ -426,6 +427,7 @@ def open_cube(
     >>> comps.dims
     ('component', 'y', 'x')
     """
+    _check_regular_inputs(path, "python")  # a FIFO would block the read, a device never end it
     nodata = parse_nodata(nodata)
     if variables is not None:
         if variable is not None:
@@ -1583,6 +1585,7 @@ def open_source(
     """
     if front not in FRONTS:
         raise ValueError(f"front must be one of {FRONTS}, got {front!r}")
+    _check_regular_inputs(path, front)
     fmt = format or source_format(path)
     nodata = parse_nodata(nodata, _SPELLED["nodata"][front])
     try:
@@ -1622,6 +1625,24 @@ def open_source(
         cube.name,
         cube.encoding.get("ppa_dask_nodata"),
     )
+
+
+def _check_regular_inputs(path, front):
+    """Refuse, before any reader opens it, a local input (a path, each file of a glob, each of
+    a list) that is not a regular file or a folder (a Zarr store): a FIFO would block the read
+    and a device such as /dev/zero never end it. Missing paths pass (the readers say so)."""
+    what = "INPUT" if front == "cli" else ""
+    for item in path if isinstance(path, (list, tuple)) else [path]:
+        item = os.fspath(item)
+        if is_remote(item):
+            continue
+        if item.startswith(("file://", "local://")):
+            item = local_path(item)
+        for one in sorted(glob.glob(item)) if _is_glob(item) else [item]:
+            try:
+                check_regular(one, what, folder=True)
+            except NotARegularFile as exc:
+                raise SourceError(str(exc), "path") from None
 
 
 def _several_dims(path, dims, fmt, front, nodata, concat_dim, options):

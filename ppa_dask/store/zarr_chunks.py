@@ -45,6 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ppa_dask.utils.files import NotARegularFile, file_kind, open_regular
+
 #: Compressors of a Zarr 3 array read directly, by codec name: the numcodecs class zarr's own
 #: codec of that name decodes with (each chunk's header says how it was compressed).
 _V3_COMPRESSORS = {"zstd": "Zstd", "blosc": "Blosc", "gzip": "GZip"}
@@ -71,8 +73,10 @@ class ChunkFiles:
         undecodable chunk file raises :class:`ChunkError`."""
         path = os.path.join(self.folder, self.key(coords))
         try:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:  # a FIFO would block, /dev/zero never end
                 data = f.read()
+        except NotARegularFile as exc:
+            raise ChunkError.not_a_file(path, exc.kind) from None
         except FileNotFoundError:
             if self.strict:
                 raise ChunkError.missing(path) from None
@@ -101,6 +105,10 @@ class ChunkError(ValueError):
             "a file removed). A store written by zarr with write_empty_chunks=False leaves out "
             "chunks holding only the fill value: rewrite it with write_empty_chunks=True"
         )
+
+    @classmethod
+    def not_a_file(cls, path, kind):
+        return cls(f"Zarr chunk file {path!r} is {kind}, not a regular file; it is not read")
 
     @classmethod
     def damaged(cls, path, exc):
@@ -173,9 +181,13 @@ def _strict_store_class():
             return self._store
 
         async def get(self, key, prototype, byte_range=None):
+            path = os.path.join(_local_folder(self._store), key)
+            kind = file_kind(path)
+            if kind not in (None, "a regular file"):  # a FIFO would block, /dev/zero never end
+                raise ChunkError.not_a_file(path, kind)
             value = await self._store.get(key, prototype, byte_range)
             if value is None and key.rsplit("/", 1)[-1] not in _METADATA:
-                raise ChunkError.missing(os.path.join(_local_folder(self._store), key))
+                raise ChunkError.missing(path)
             return value
 
         async def get_partial_values(self, prototype, key_ranges):

@@ -1,4 +1,11 @@
-"""Atomic file writes, and bounded reads of the JSON files the package reads back.
+"""Atomic file writes, bounded reads of the JSON files the package reads back, and reads of
+regular files only.
+
+Every file a user or a run folder hands the package is read only if it is a regular file (or
+a folder where one is expected): a FIFO blocks the open until a writer comes, a character
+device such as /dev/zero never ends, so :func:`open_regular` opens without blocking and reads
+only a regular file, and :func:`check_regular` refuses, by what it is, a path a library opens
+(rasterio, pandas, zarr), both with :class:`NotARegularFile` naming it.
 
 Everything the package writes goes to a hidden temporary sibling first and is renamed into place
 (a rename within one folder is atomic on POSIX file systems), so a process killed mid-write
@@ -26,9 +33,11 @@ __all__ = [
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
     "JSONFileError",
+    "NotARegularFile",
     "check_regular",
     "check_writable",
     "file_kind",
+    "open_regular",
     "parse_json",
     "read_json_file",
     "SETTLE_SECONDS",
@@ -86,6 +95,53 @@ def file_kind(path, follow=True):
     return next((kind for test, kind in _KINDS if test(mode)), "a special file")
 
 
+class NotARegularFile(ValueError):
+    """A path a reader refuses to read: a FIFO, a device or a socket (``kind`` says which);
+    the message names the path (after ``what``, the option or file it is) and what was
+    expected."""
+
+    def __init__(self, path, kind, what="", folder=False):
+        expected = "a regular file or a folder" if folder else "a regular file"
+        said = f"{what} {os.fspath(path)!r}" if what else repr(os.fspath(path))
+        super().__init__(
+            f"{said} is {kind}, not {expected}; ppa-dask reads only regular files"
+            + (" and folders" if folder else "")
+        )
+        self.path, self.kind = os.fspath(path), kind
+
+
+def open_regular(path, mode="rb", what=""):
+    """Open ``path`` for reading only if it is a regular file, without ever blocking on it.
+
+    ``O_NONBLOCK`` makes opening a FIFO return at once instead of waiting for a writer; what
+    was opened is then asked (``fstat``) and read only if it is a regular file (a character
+    device such as /dev/zero never ends). A folder raises ``IsADirectoryError`` as ``open``
+    does; anything else :class:`NotARegularFile` naming the path (``what`` before it).
+
+    Examples
+    --------
+    >>> open_regular("/dev/zero")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ppa_dask.utils.files.NotARegularFile: '/dev/zero' is a character device, not a regular file; ...
+    """
+    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode_bits = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode_bits):
+            raise IsADirectoryError(21, "Is a directory", os.fspath(path))
+        if not stat.S_ISREG(mode_bits):
+            kind = next((k for test, k in _KINDS if test(mode_bits)), "a special file")
+            raise NotARegularFile(path, kind, what)
+        f = open(fd, mode, closefd=True)  # noqa: SIM115 (returned open, for the caller)
+        raw = getattr(f, "buffer", f)
+        getattr(raw, "raw", raw).name = os.fspath(path)  # named by its path, as open() names it
+        return f
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def check_regular(path, what, folder=False):
     """Refuse, before anything opens it, a ``path`` that is not a regular file (or, with
     ``folder``, a folder): a FIFO, a device or a socket, named, also behind a symbolic link.
@@ -96,24 +152,21 @@ def check_regular(path, what, folder=False):
 
     Raises
     ------
-    ValueError
-        ``<what> '<path>' is a FIFO (named pipe), not a regular file``, and so on.
+    NotARegularFile
+        A ``ValueError``: ``<what> '<path>' is a FIFO (named pipe), not a regular file``, and
+        so on.
 
     Examples
     --------
-    >>> check_regular("/dev/zero", "INPUT")
+    >>> check_regular("/dev/zero", "INPUT")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: INPUT '/dev/zero' is a character device, not a regular file; ppa-dask reads only regular files
+    ppa_dask.utils.files.NotARegularFile: INPUT '/dev/zero' is a character device, not a regular ...
     """
     kind = file_kind(path)
     if kind is None or kind == "a regular file" or (folder and kind == "a folder"):
         return
-    expected = "a regular file or a folder" if folder else "a regular file"
-    raise ValueError(
-        f"{what} {os.fspath(path)!r} is {kind}, not {expected}; ppa-dask reads only regular "
-        "files" + (" and folders" if folder else "")
-    )
+    raise NotARegularFile(path, kind, what, folder)
 
 
 def temp_sibling(path, tag="tmp"):
@@ -258,13 +311,12 @@ def read_json_file(path, max_bytes=MAX_JSON_BYTES, max_depth=MAX_JSON_DEPTH):
     ppa_dask.utils.files.JSONFileError: .../r.json: larger than the 8 bytes a JSON record may hold
     """
     path = os.fspath(path)
-    # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer; whatever
-    # was opened is read only if it is a regular file (a device such as /dev/zero never ends)
-    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-        mode = os.fstat(f.fileno()).st_mode
-        if not stat.S_ISREG(mode):
-            kind = next((k for test, k in _KINDS if test(mode)), "a special file")
-            raise JSONFileError(path, f"{kind}, not a regular file")
+    try:
+        f = open_regular(path)  # a FIFO would block the read, a device never end it
+    except (NotARegularFile, IsADirectoryError) as exc:
+        kind = getattr(exc, "kind", "a folder")
+        raise JSONFileError(path, f"{kind}, not a regular file") from None
+    with f:
         if os.fstat(f.fileno()).st_size > max_bytes:
             raise JSONFileError(path, f"larger than the {max_bytes} bytes a JSON record may hold")
         data = f.read(max_bytes + 1)  # (a file growing meanwhile is still bounded)

@@ -16,9 +16,10 @@ all). Each is refused with a :class:`YAMLFileError` naming the file.
 from __future__ import annotations
 
 import io
-import os
 
 import yaml
+
+from ppa_dask.utils.files import NotARegularFile, open_regular
 
 __all__ = [
     "MAX_YAML_BYTES",
@@ -138,5 +139,9 @@ def read_yaml_file(path):
     ...
     ppa_dask.utils.yamlfile.DuplicateKeyError: .../c.yaml: duplicate key 'degree' on line 3 ...
     """
-    with open(os.fspath(path)) as f:
+    try:
+        f = open_regular(path, "r")  # a FIFO would block the read, a device never end it
+    except NotARegularFile as exc:
+        raise YAMLFileError(str(exc)) from None
+    with f:
         return load_yaml(f)

@@ -8,6 +8,7 @@ message column must be part of what the user is told, after the same substitutio
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import socket
@@ -235,6 +236,23 @@ class Fixtures(dict):
             dst.write(np.random.default_rng(3).integers(0, 999, (4, 128, 128), np.uint16))
         path = self.root / "cut.tif"
         path.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+        return path
+
+    def make_fifo_csv(self):
+        # a FIFO: opening it to read would wait for a writer for ever
+        path = self.root / "fifo.csv"
+        os.mkfifo(path)
+        return path
+
+    def make_zero_csv(self):
+        # a character device: reading it never ends
+        path = self.root / "zero.csv"
+        path.symlink_to("/dev/zero")
+        return path
+
+    def make_fifo_yaml(self):
+        path = self.root / "fifo.yaml"
+        os.mkfifo(path)
         return path
 
     def make_pipeline(self):
