@@ -123,6 +123,26 @@ def _positive_int(text):
     return value
 
 
+def _workers(text):
+    """argparse type: a positive number of local worker processes that this machine's memory
+    can start (:func:`ppa_dask.app.placement.check_local_workers`)."""
+    value = _positive_int(text)
+    try:
+        placement.check_local_workers(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def _memory_limit(text):
+    """argparse type: ``auto`` or a size a worker can run under
+    (:func:`ppa_dask.app.placement.check_memory_limit`)."""
+    try:
+        return placement.check_memory_limit(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _seconds(text):
     """argparse type: a positive number of seconds."""
     try:
@@ -227,7 +247,7 @@ def _add_demo(subparsers):
         "--workers",
         "-w",
         metavar="W",
-        type=_positive_int,
+        type=_workers,
         default=2,
         help="Dask worker processes, one thread each (default: 2)",
     )
@@ -282,7 +302,7 @@ def _add_cluster_options(p, workers=True):
             "--workers",
             "-w",
             metavar="W",
-            type=_positive_int,
+            type=_workers,
             default=None,
             help="start a local cluster of W worker processes, one thread each (default: "
             f"{placement.DEFAULT_WORKERS} when a local cluster starts)",
@@ -290,6 +310,7 @@ def _add_cluster_options(p, workers=True):
     g.add_argument(
         "--memory-limit",
         metavar="SIZE",
+        type=_memory_limit,
         default="auto",
         help="memory limit per local worker, e.g. 2GiB (default: auto)",
     )

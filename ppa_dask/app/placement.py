@@ -34,6 +34,9 @@ __all__ = [
     "IN_PROCESS_MAX_BYTES",
     "IN_PROCESS_MEMORY_FRACTION",
     "LOCAL_CLUSTER",
+    "MIN_WORKER_MEMORY",
+    "check_local_workers",
+    "check_memory_limit",
     "choose",
     "in_process_limit",
     "input_nbytes",
@@ -48,6 +51,81 @@ IN_PROCESS_MEMORY_FRACTION = 0.1
 DEFAULT_WORKERS = 2
 #: ``--cluster local``: the default local cluster, without a configuration file.
 LOCAL_CLUSTER = "local"
+#: Least memory a local worker process is given or counted at: its interpreter, Dask and numpy
+#: take about 100 MiB before any task, and a worker whose limit is below what it holds pauses
+#: at once and never runs a task (``--memory-limit 1B`` hung).
+MIN_WORKER_MEMORY = 256 * 2**20
+
+
+def check_memory_limit(text):
+    """The text of ``--memory-limit`` if a worker can run under it: ``auto``, ``0`` (no limit,
+    as distributed reads it) or a size of at least :data:`MIN_WORKER_MEMORY`.
+
+    Raises
+    ------
+    ValueError
+        For a size distributed cannot read or one below the floor.
+
+    Examples
+    --------
+    >>> check_memory_limit("2GiB"), check_memory_limit("auto")
+    ('2GiB', 'auto')
+    >>> check_memory_limit("1B")
+    Traceback (most recent call last):
+    ...
+    ValueError: expected at least 256.00 MiB per worker (its process alone takes about 100 MiB), got '1B'
+    """
+    from dask.utils import parse_bytes
+
+    if text == "auto":
+        return text
+    try:
+        nbytes = parse_bytes(text)
+    except (ValueError, TypeError):
+        raise ValueError(f"expected 'auto' or a size such as 2GiB, got {text!r}") from None
+    if nbytes != 0 and nbytes < MIN_WORKER_MEMORY:
+        raise ValueError(
+            f"expected at least {_size(MIN_WORKER_MEMORY)} per worker (its process alone takes "
+            f"about 100 MiB), got {text!r}"
+        )
+    return text
+
+
+def check_local_workers(n, available=None):
+    """Refuse more local worker processes than this machine's memory can start, before any is
+    started: each needs :data:`MIN_WORKER_MEMORY` (``--workers 10000`` climbed until killed).
+
+    Parameters
+    ----------
+    n : int
+        The worker processes asked for.
+    available : int, optional
+        The memory available, in bytes (default: ``psutil.virtual_memory().available``).
+
+    Raises
+    ------
+    ValueError
+        Naming the count, what they need and what is available.
+
+    Examples
+    --------
+    >>> check_local_workers(8, available=24 * 2**30)
+    >>> check_local_workers(10_000, available=24 * 2**30)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: 10,000 local worker processes need at least 2.44 TiB (256.00 MiB each), ...
+    """
+    if available is None:
+        import psutil
+
+        available = psutil.virtual_memory().available
+    fit = max(1, available // MIN_WORKER_MEMORY)
+    if n > fit:
+        raise ValueError(
+            f"{n:,} local worker processes need at least {_size(n * MIN_WORKER_MEMORY)} "
+            f"({_size(MIN_WORKER_MEMORY)} each), more than the {_size(available)} of memory "
+            f"available; at most {fit:,} fit"
+        )
 
 
 def in_process_limit(total_memory=None):

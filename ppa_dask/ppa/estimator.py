@@ -37,6 +37,7 @@ from ppa_dask.utils.arrays import check_dask_samples, is_dask
 from ppa_dask.utils.blas import one_blas_thread
 from ppa_dask.utils.compute import compute, tree_reduce
 from ppa_dask.utils.params import (
+    MAX_CANDIDATE_DEGREES,
     PATH,
     SOLVERS,
     AnyOf,
@@ -69,8 +70,6 @@ PARAMETER_CONSTRAINTS = {
     "lookahead": AnyOf(Options("auto"), Integer(0)),
     "solver": Options(*SOLVERS),
 }
-#: Most candidate degrees a PPA cross-validates (each is scored in every step's pass).
-MAX_CANDIDATE_DEGREES = 1000
 # fitted attributes that input validation sets at the start of fit
 _VALIDATION_ATTRS = ("n_features_in_", "feature_names_in_")
 

@@ -172,6 +172,12 @@ def check_rows(n_samples, candidates, cv, fold_seed=None):
     if fold_seed is None:
         return
     folds = int(cv)
+    if folds > n_samples:
+        # refused before the folds are counted: the count allocates per fold
+        raise ValueError(
+            f"X has {n_samples} sample(s); {folds}-fold cross-validation needs at least as "
+            "many samples as folds. Use fewer folds (cv) or more samples."
+        )
     needed = min_samples_for_folds(fold_seed, folds, max_degree + 1)
     if n_samples < needed:
         labels = kernels.fold_labels(0, n_samples, fold_seed, folds)

@@ -31,6 +31,7 @@ __all__ = [
     "Instance",
     "Integer",
     "InvalidParameterError",
+    "MAX_CANDIDATE_DEGREES",
     "Options",
     "PATH",
     "RESIDUAL_CACHES",
@@ -332,26 +333,40 @@ def unknown_key(name, key, allowed):
 
 #: What :func:`parse_degree_text` reads, in the words of its refusal.
 DEGREE_TEXT = "a degree >= 1, a range such as 1-5 or a list such as 1,2,4"
+#: Most candidate degrees a PPA cross-validates (each is scored in every step's pass).
+MAX_CANDIDATE_DEGREES = 1000
 
 
 def parse_degree_text(text):
     """The degree(s) a text names: ``"3"`` -> 3, ``"1-5"`` -> [1, 2, 3, 4, 5], ``"1,2,4"`` ->
     [1, 2, 4] (as written; :func:`candidate_degrees` sorts them).
 
-    Raises ``ValueError`` ("expected <DEGREE_TEXT>; got '<text>'") for anything else, and for
-    a degree below 1.
+    Raises ``ValueError`` ("expected <DEGREE_TEXT>; got '<text>'") for anything else, for
+    a degree below 1, and for a range of more than :data:`MAX_CANDIDATE_DEGREES` degrees
+    (refused before its list is made: ``1-100000000000`` would fill the memory).
 
     >>> parse_degree_text("3"), parse_degree_text("1-3"), parse_degree_text("4,2")
     (3, [1, 2, 3], [4, 2])
+    >>> parse_degree_text("1-100000000000")
+    Traceback (most recent call last):
+    ...
+    ValueError: '1-100000000000' names 100,000,000,000 candidate degrees; at most 1000 are cross-validated
     """
     try:
         if "-" in text:
             lo, hi = (int(t) for t in text.split("-"))
+            if hi - lo + 1 > MAX_CANDIDATE_DEGREES:
+                raise OverflowError(hi - lo + 1)
             values = list(range(lo, hi + 1))
         else:
             values = [int(t) for t in text.split(",")]
     except ValueError:
         values = []
+    except OverflowError as exc:
+        raise ValueError(
+            f"{text!r} names {exc.args[0]:,} candidate degrees; at most {MAX_CANDIDATE_DEGREES} "
+            "are cross-validated"
+        ) from None
     if not values or min(values) < 1:
         raise ValueError(f"expected {DEGREE_TEXT}; got {text!r}")
     return values[0] if len(values) == 1 else values
