@@ -76,6 +76,27 @@ def test_cli_fit_on_a_local_cluster_prints_no_distributed_warning(scene, tmp_pat
     assert "large graph" not in output.lower(), output
 
 
+def test_a_missing_chunk_on_a_local_cluster_is_one_line(tmp_path):
+    # issue 46: the worker that read it logged its "Compute Failed" record and its cancelled
+    # tasks on the command's stderr before the command's own line
+    import zarr
+
+    path = tmp_path / "x.zarr"
+    z = zarr.create_array(str(path), shape=(4000, 5), chunks=(500, 5), dtype="f8")
+    z[...] = np.random.default_rng(0).normal(size=(4000, 5))
+    (path / "c" / "3" / "0").unlink()
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run(
+        [sys.executable, "-m", "ppa_dask", "fit", str(path), "m.zarr", "--degree", "2",
+         "--workers", "2"],
+        capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(err) == 1, done.stderr
+    assert f"Zarr chunk file '{path / 'c' / '3' / '0'}' is missing" in err[0]
+    assert not (tmp_path / "m.zarr").exists()
+
+
 def test_stacking_a_tiled_raster_merges_tiles_without_a_shuffle_or_embedded_mask(scene):
     from distributed import Client
 
