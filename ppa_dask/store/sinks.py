@@ -50,6 +50,7 @@ from ppa_dask.store.sources import (
     CUBE_FORMATS,
     TABLE_FORMATS,
     file_format,
+    netcdf_engine,
     suffix,
 )
 from ppa_dask.utils.compute import current_client
@@ -172,12 +173,25 @@ def _like_attrs(like):
         raise TypeError(f"like must be an xarray object or a file path, got {type(like)}")
     global_attrs = {}
     if source and file_format(source) == "netcdf" and os.path.exists(source):
-        import h5netcdf
-
-        with h5netcdf.File(source, "r") as f:
-            global_attrs = {k: _plain(v) for k, v in f.attrs.items() if not k.startswith("_")}
+        global_attrs = {
+            k: _plain(v) for k, v in _netcdf_attrs(source).items() if not k.startswith("_")
+        }
         global_attrs.pop(_NC_ATTR, None)
     return var_attrs, global_attrs, source
+
+
+def _netcdf_attrs(path):
+    """The global attributes of the NetCDF file ``path``, netCDF-3 or netCDF-4."""
+    engine = netcdf_engine(path)
+    if engine == "h5netcdf":
+        import h5netcdf
+
+        with h5netcdf.File(path, "r") as f:
+            return dict(f.attrs)
+    import xarray as xr
+
+    with xr.open_dataset(path, engine=engine, decode_cf=False) as ds:
+        return dict(ds.attrs)
 
 
 def _plain(value):

@@ -16,7 +16,8 @@ fingerprint of its files for resuming.
 
 Cubes
 -----
-:func:`open_cube` opens a variable of a NetCDF file (xarray, ``h5netcdf`` engine), a GeoTIFF or
+:func:`open_cube` opens a variable of a NetCDF file (xarray: netCDF-3 with the ``scipy`` engine,
+netCDF-4 with ``h5netcdf``, chosen by the file's first bytes, :func:`netcdf_engine`), a GeoTIFF or
 Cloud-Optimized GeoTIFF (rioxarray: the bands are the features, dimension ``band``; the CRS and
 transform ride along as the ``spatial_ref`` coordinate), or many NetCDF files making one series
 (a glob or a list: ``xarray.open_mfdataset``, concatenated along ``concat_dim`` in the order
@@ -250,17 +251,74 @@ def _pick_variable(ds, variable, where):
     return ds[variable]
 
 
+#: The first bytes of a netCDF-3 file: classic and 64-bit offset (scipy reads both).
+_NETCDF3_MAGIC = (b"CDF\x01", b"CDF\x02")
+#: ... of a netCDF-3 64-bit data file (CDF-5), which only the netCDF4 library reads.
+_CDF5_MAGIC = b"CDF\x05"
+#: The HDF5 signature of a netCDF-4 file, at byte 0 or after a user block of 512 * 2**k bytes.
+_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+
+
+def netcdf_engine(path):
+    """The xarray engine that reads the NetCDF file ``path``, from its first bytes: ``"scipy"``
+    for netCDF-3 (classic ``CDF\\x01`` and 64-bit offset ``CDF\\x02``, what most archives
+    serve), ``"h5netcdf"`` for netCDF-4 (an HDF5 file), ``"netcdf4"`` for CDF-5 when the
+    netCDF4 package is installed.
+
+    Raises ValueError naming the file and what its first bytes are not.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, xarray as xr
+    >>> path = os.path.join(tempfile.mkdtemp(), "classic.nc")
+    >>> xr.Dataset({"v": ("x", np.arange(3.0))}).to_netcdf(path, engine="scipy")
+    >>> netcdf_engine(path)
+    'scipy'
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if head[:4] in _NETCDF3_MAGIC:
+                return "scipy"
+            if head == _HDF5_MAGIC:
+                return "h5netcdf"
+            if head[:4] == _CDF5_MAGIC:
+                import importlib.util
+
+                if importlib.util.find_spec("netCDF4") is not None:
+                    return "netcdf4"
+                raise ValueError(
+                    f"{path!r} is a netCDF-3 64-bit data (CDF-5) file, which only the netCDF4 "
+                    "library reads: pip install netCDF4, or convert it (nccopy -k nc4)"
+                )
+            # an HDF5 file may start with a user block: its signature then follows it
+            offset = 512
+            while offset < os.fstat(f.fileno()).st_size:
+                f.seek(offset)
+                if f.read(8) == _HDF5_MAGIC:
+                    return "h5netcdf"
+                offset *= 2
+    except OSError as exc:
+        raise ValueError(f"cannot read {path!r}: {exc}") from None
+    raise ValueError(
+        f"cannot open {path!r} as NetCDF: its first bytes {head[:4]!r} are neither netCDF-3's "
+        "(b'CDF\\x01', b'CDF\\x02') nor netCDF-4's HDF5 signature"
+    )
+
+
 def _netcdf_dataset(path, chunks=None):
     import xarray as xr
 
+    engine = netcdf_engine(path)
     try:
         # fill values are applied by the no-data rule (a pixel is missing in every band), not
         # value by value: the variables are read as stored and unpacked here (_cf_values)
         return xr.open_dataset(
-            path, engine="h5netcdf", chunks={} if chunks is None else chunks, mask_and_scale=False
+            path, engine=engine, chunks={} if chunks is None else chunks, mask_and_scale=False
         )
     except Exception as exc:
-        raise ValueError(f"cannot open {path!r} as NetCDF (h5netcdf engine): {exc}") from None
+        raise ValueError(f"cannot open {path!r} as NetCDF ({engine} engine): {exc}") from None
 
 
 def _open_netcdf(path, variable):
@@ -270,16 +328,37 @@ def _open_netcdf(path, variable):
         # a contiguous variable has no storage chunks: Dask's automatic chunks read
         # hyperslabs of it instead of the whole variable in one task
         cube = _netcdf_dataset(path, "auto")[cube.name]
+    # the file a result written like this cube takes its global attributes from (h5netcdf
+    # records it on the variable, scipy only on the dataset)
+    cube.encoding.setdefault("source", path)
     return cube
+
+
+def _series_engine(paths):
+    """The one engine reading every file of a series (netCDF-3 and netCDF-4 files may not be
+    mixed: one engine opens them all)."""
+    engines = {p: netcdf_engine(p) for p in paths}
+    if len(set(engines.values())) > 1:
+        kinds = {e: p for p, e in engines.items()}
+        listed = "; ".join(f"{_NETCDF_KINDS.get(e, e)}: {p!r}" for e, p in kinds.items())
+        raise ValueError(
+            f"the {len(paths)} files {paths[0]!r} ... {paths[-1]!r} mix NetCDF formats "
+            f"({listed}); convert them to one (nccopy -k nc4) to read them as one series"
+        )
+    return engines[paths[0]]
+
+
+_NETCDF_KINDS = {"scipy": "netCDF-3", "h5netcdf": "netCDF-4", "netcdf4": "CDF-5"}
 
 
 def _series_dataset(paths, concat_dim):
     import xarray as xr
 
+    engine = _series_engine(paths)
     try:
         ds = xr.open_mfdataset(
             paths,
-            engine="h5netcdf",
+            engine=engine,
             combine="nested",
             concat_dim=concat_dim,
             chunks={},
