@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 import os
 
@@ -549,9 +548,15 @@ class PPA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 checked_params=checked_params, dtype=X.dtype,
             )  # fmt: skip
 
-        # in memory the whole fit (passes and the small algebra between them) runs on one BLAS
-        # thread, set once: per pass, setting and restoring it is a cost on small data
-        with contextlib.nullcontext() if in_dask else one_blas_thread():
+        # the whole fit runs on one BLAS thread in this process, set once (per pass, setting and
+        # restoring it is a cost on small data): in memory the passes and the small algebra
+        # between them; on Dask the client's algebra between the passes (eigh of d x d and the
+        # like: multithreaded BLAS made a 450-feature fit 5-10x slower on a busy machine). The
+        # limit is per process, so it does not reach worker processes (a nanny starts them on
+        # one BLAS thread anyway); Dask's threaded scheduler runs its tasks on one thread
+        # already (ppa_dask.utils.compute), and in-process workers (LocalCluster(processes=False))
+        # get what a nanny gives its workers
+        with one_blas_thread():
             # PPA is scale-equivariant: data whose moments float64 cannot hold are fitted
             # divided by a power of two and the model scaled back (ppa_dask.ppa.magnitude)
             return fit_in_range(self._driver_for(X, in_dask), fit_steps)
