@@ -1015,20 +1015,38 @@ def parse_feature_dim(value, where="feature_dim"):
     return names[0] if len(names) == 1 else tuple(names)
 
 
+#: Fill values producers write without declaring them, besides 0 and the dtype's extremes:
+#: -9999 and -999 (rasters, station data), -32767 / 32767 (int16 fills), -32768 and 65535 (the
+#: extremes of the other 16-bit type, in files converted from it), 1e20 (CMIP's missing value)
+#: and netCDF's default float fill 9.96921e36.
+COMMON_FILLS = (-9999.0, -999.0, -32767.0, -32768.0, 32767.0, 65535.0, 1e20, -1e20, 9.96921e36)
+
+
 def fill_candidates(dtype):
-    """The fill-like values of a dtype: 0, and its minimum and maximum.
+    """The fill-like values of a dtype: 0, its minimum and maximum, and the
+    :data:`COMMON_FILLS` it can hold (as stored in it: a float32 file's 1e20 is
+    ``float32(1e20)``). A fit warns of one only where it is the data's minimum or maximum in
+    every feature (:func:`ppa_dask.store.stacker.fill_warning`).
 
     Examples
     --------
-    >>> fill_candidates(np.uint16), fill_candidates(np.int8)
-    ([0.0, 65535.0], [0.0, -128.0, 127.0])
+    >>> fill_candidates(np.uint16)
+    [0.0, 65535.0, 32767.0]
+    >>> fill_candidates(np.int8)
+    [0.0, -128.0, 127.0]
+    >>> fill_candidates(np.int16)
+    [0.0, -32768.0, 32767.0, -9999.0, -999.0, -32767.0]
     """
     dtype = np.dtype(dtype)
-    info = (
-        np.iinfo(dtype) if dtype.kind in "iu" else np.finfo(dtype) if dtype.kind == "f" else None
-    )
-    values = [0.0] + ([] if info is None else [float(info.min), float(info.max)])
-    return list(dict.fromkeys(values))
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        common = [v for v in COMMON_FILLS if info.min <= v <= info.max]
+    elif dtype.kind == "f":
+        info = np.finfo(dtype)
+        common = [float(dtype.type(v)) for v in COMMON_FILLS]
+    else:
+        return [0.0]
+    return list(dict.fromkeys([0.0, float(info.min), float(info.max), *common]))
 
 
 def _first(value):
@@ -1036,6 +1054,42 @@ def _first(value):
         return None
     value = np.asarray(value).ravel()
     return float(value[0]) if value.size else None
+
+
+def apply_attrs_nodata(cube, feature_dim):
+    """A DataArray made outside ppa-dask's readers with the no-data value its own attributes
+    declare applied, as the readers apply a file's tag (:func:`open_cube`): ``_FillValue``
+    (rioxarray's and xarray's when they do not mask), ``missing_value`` (CF), or
+    ``nodatavals`` (one per band, the older rasterio readers'). A cube the readers opened
+    (they record the value applied, ``encoding["ppa_dask_nodata"]``), a NaN fill or no such
+    attribute: ``cube`` as it is.
+
+    Raises ValueError for ``nodatavals`` that differ between bands.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> cube = xr.DataArray([[1, -9999], [2, 5]], dims=("band", "x"), attrs={"_FillValue": -9999})
+    >>> apply_attrs_nodata(cube, "band").values.tolist()
+    [[1.0, nan], [2.0, nan]]
+    """
+    if "ppa_dask_nodata" in cube.encoding:
+        return cube
+    attrs = cube.attrs
+    tag = _first(attrs.get("_FillValue", attrs.get("missing_value")))
+    if tag is None and attrs.get("nodatavals") is not None:
+        values = sorted({float(v) for v in np.ravel(attrs["nodatavals"]) if v is not None})
+        values = [v for v in values if not np.isnan(v)]
+        if len(values) > 1:
+            raise ValueError(
+                f"the DataArray {cube.name!r} declares no-data values that differ between "
+                f"bands in its nodatavals attribute ({', '.join(f'{v:g}' for v in values)}); "
+                "mask each band (cube.where(...)) and drop the attribute"
+            )
+        tag = values[0] if values else None
+    if tag is None or np.isnan(tag):
+        return cube
+    return _apply_nodata(cube, feature_dim, None, tag)
 
 
 def _apply_nodata(cube, feature_dim, nodata, tag):
@@ -1053,7 +1107,9 @@ def _apply_nodata(cube, feature_dim, nodata, tag):
         value = None
     else:
         equal = cube == value
-        missing = equal.any(feature_dim) if feature_dim in cube.dims else equal
+        dims = feature_dim if isinstance(feature_dim, (list, tuple)) else [feature_dim]
+        dims = [d for d in dims if d in cube.dims]
+        missing = equal.any(dims) if dims else equal
         # integers become float64, as a fit of them without no-data makes them (the stacker)
         values = cube if cube.dtype.kind == "f" else cube.astype(np.float64)
         out = values.where(~missing)

@@ -66,7 +66,7 @@ import numpy as np
 import xarray as xr
 
 from ppa_dask.store.feature_dims import FEATURE_DIM_SEP, merge_feature_dims, split_feature_dims
-from ppa_dask.store.sources import FILL_WARN_FRACTION, NAN_POLICIES
+from ppa_dask.store.sources import FILL_WARN_FRACTION, NAN_POLICIES, apply_attrs_nodata
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.warnings import NoDataWarning, warn
 
@@ -309,17 +309,24 @@ def _latitude_weights(X, feature_dim, coslat):
 
 
 def _nan_counts(data2d, fill_values=()):
-    """NaN count per sample (small unsigned ints) and per feature, and the count per feature
-    of each of ``fill_values`` (an array, ``(len(fill_values), features)``), in one read of
-    the data."""
-    d = data2d.shape[1]
+    """NaN count per sample (small unsigned ints) and per feature, and, for ``fill_values``,
+    the count per feature of each (an array, ``(len(fill_values), features)``) and each
+    feature's minimum and maximum without NaN (an array ``(2, features)``, +-inf for a feature
+    NaN everywhere), in one read of the data."""
+    n, d = data2d.shape
     dtype = np.uint8 if d < 2**8 else np.uint16 if d < 2**16 else np.uint32
+    extremes = len(fill_values) > 0 and n > 0
     if is_dask(data2d):
         import dask
         import dask.array as da
 
         isnan = da.isnan(data2d)
         fills = [(data2d == v).sum(axis=0, dtype=np.int64) for v in fill_values]
+        if extremes:
+            fills += [
+                da.where(isnan, np.inf, data2d).min(axis=0),
+                da.where(isnan, -np.inf, data2d).max(axis=0),
+            ]
         per_sample, per_feature, *fills = dask.compute(
             isnan.sum(axis=1, dtype=dtype), isnan.sum(axis=0, dtype=np.int64), *fills
         )
@@ -327,15 +334,26 @@ def _nan_counts(data2d, fill_values=()):
         isnan = np.isnan(data2d)
         per_sample, per_feature = isnan.sum(axis=1, dtype=dtype), isnan.sum(axis=0, dtype=np.int64)
         fills = [(data2d == v).sum(axis=0, dtype=np.int64) for v in fill_values]
-    return per_sample, per_feature, np.asarray(fills, dtype=np.int64).reshape(-1, d)
+        if extremes:
+            fills += [
+                np.where(isnan, np.inf, data2d).min(axis=0),
+                np.where(isnan, -np.inf, data2d).max(axis=0),
+            ]
+    bounds = np.asarray(fills[len(fill_values) :], dtype=np.float64).reshape(-1, d)
+    counts = np.asarray(fills[: len(fill_values)], dtype=np.int64).reshape(-1, d)
+    return per_sample, per_feature, counts, bounds
 
 
-def _fill_warning(fill_values, fills, n, fdim, kept):
+def _fill_warning(fill_values, fills, n, fdim, kept, bounds):
     """The no-data warning for the fill-like value filling the largest share of the samples
-    in every kept feature, when that share is at least FILL_WARN_FRACTION; None otherwise."""
+    in every kept feature, when that share is at least FILL_WARN_FRACTION and the value is
+    the minimum or the maximum of every kept feature (``bounds``: their minima and maxima; a
+    value inside the data's range is data); None otherwise."""
     if not len(fill_values) or n == 0:
         return None
-    share = fills[:, kept].min(axis=1) / n
+    low, high = bounds[0, kept], bounds[1, kept]
+    at_edge = np.array([((low == v) | (high == v)).all() for v in fill_values])
+    share = np.where(at_edge, fills[:, kept].min(axis=1) / n, 0.0)
     best = int(np.argmax(share))
     if share[best] < FILL_WARN_FRACTION:
         return None
@@ -367,9 +385,9 @@ def fill_warning(cube, feature_dim):
         return None
     A, fdim, _, _ = _as_feature_array(cube, feature_dim)
     data2d = _stack(A, fdim)[0]
-    _, per_feature, fills = _nan_counts(data2d, values)
+    _, per_feature, fills, bounds = _nan_counts(data2d, values)
     kept = np.flatnonzero(per_feature < data2d.shape[0])
-    return _fill_warning(values, fills, data2d.shape[0], fdim, kept)
+    return _fill_warning(values, fills, data2d.shape[0], fdim, kept, bounds)
 
 
 def _where(index, sample_dims, sample_shape, A):
@@ -639,6 +657,9 @@ class Stacker:
         >>> stacker.layout["nan_summary"]["dropped_features"]
         [2]
         """
+        if isinstance(X, xr.DataArray):
+            # the no-data value the array's own attributes declare (rioxarray's _FillValue)
+            X = apply_attrs_nodata(X, self.feature_dim)
         A, fdim, kind, variables = _as_feature_array(X, self.feature_dim)
         if COMPONENT_DIM in A.dims:
             raise ValueError(
@@ -659,12 +680,12 @@ class Stacker:
         # a cube read from a file with no no-data value declared: the fill-like values its
         # reader listed are counted in the same pass (ppa_dask.store.sources.open_cube)
         fill_values = (X.encoding.get("ppa_dask_fill_check") or []) if kind != "Dataset" else []
-        per_sample, per_feature, fills = _nan_counts(data2d, fill_values)
+        per_sample, per_feature, fills, bounds = _nan_counts(data2d, fill_values)
         dropped = per_feature == n
         kept_idx = np.flatnonzero(~dropped)
         if kept_idx.size == 0:
             raise ValueError(f"every {fdim} is NaN in every sample: nothing to fit")
-        message = _fill_warning(fill_values, fills, n, fdim, kept_idx)
+        message = _fill_warning(fill_values, fills, n, fdim, kept_idx, bounds)
         if message is not None:
             warn(message, NoDataWarning)
         n_kept = kept_idx.size
@@ -781,9 +802,8 @@ class Stacker:
         else:
             if not isinstance(X, xr.DataArray):
                 raise TypeError("the model was fitted on a DataArray; transform a DataArray")
-            A, fdim, _, _ = _as_feature_array(
-                X, layout.get("feature_dims") or layout["feature_dim"]
-            )
+            dims = layout.get("feature_dims") or layout["feature_dim"]
+            A, fdim, _, _ = _as_feature_array(apply_attrs_nodata(X, dims), dims)
         if COMPONENT_DIM in A.dims:
             raise ValueError(f"the input already has a {COMPONENT_DIM!r} dimension")
         self._check_features(A, fdim, "X")
