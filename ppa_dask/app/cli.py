@@ -898,6 +898,41 @@ def _layout_dim(model):
     return layout.get("feature_dim") or "variable"
 
 
+def _open_applied(args, model, what, cube_dim):
+    """The input of ``transform`` / ``inverse`` opened as the model reads it: the data, and
+    for a table model the names of the output's columns. Only metadata is read (a table's
+    row counts besides), so the command calls it before any cluster starts: a missing file,
+    variable or column is reported at once, not after a cluster's start."""
+    if cube_dim is None:
+        columns = args.columns
+        names_in = getattr(model, "feature_names_in_", None)
+        if columns is None and what == "transform" and names_in is not None:
+            columns = list(names_in)  # the model's columns, by name
+        X = store.open_source(
+            args.input, variable=args.variable, columns=columns, nodata=args.nodata, front="cli"
+        ).data
+        return X, names_in
+    dim = cube_dim if what == "transform" else "component"
+    variable, variables = store.sources.variable_choice(args.variable)
+    if what == "inverse" and variable is None:
+        # the components file 'transform' wrote (a GeoTIFF's bands are them)
+        variable = store.sources.components_variable(args.input)
+    stacked = model.xarray_layout_.get("feature_coords", {}).get(store.sources.VARIABLE_DIM)
+    if what == "transform" and dim == store.sources.VARIABLE_DIM and stacked is not None:
+        # a model fitted on variables stacked as features: the same variables
+        variables = list(map(str, stacked)) if variables is None else variables
+    options = dict(
+        variable=variable, variables=variables, feature_dim=dim, columns=args.columns, front="cli"
+    )
+    source = store.open_source(args.input, nodata=args.nodata, **options)
+    fitted_with = model.xarray_layout_.get("nodata")
+    declared = args.nodata is not None or source.nodata is not None
+    if what == "transform" and not declared and fitted_with is not None:
+        # no --nodata and no tag in the file: the value the model was fitted with
+        source = store.open_source(args.input, nodata=fitted_with, **options)
+    return source.data, None
+
+
 def _apply(args, stream, what):
     stream = sys.stdout if stream is None else stream
 
@@ -915,30 +950,20 @@ def _apply(args, stream, what):
     )
     if refusal is not None:
         raise CommandError(refusal)
+    cube_dim = _layout_dim(model)
+    data, names_in = _open_applied(args, model, what, cube_dim)
     progress = Reporter(stream)
     _say_where(args, progress, placement.input_nbytes(args.input, args.variable))
     progress.say(f"ppa-dask {what} {_inputs_text(args.input)} with {args.model} -> {args.output}")
-    cube_dim = _layout_dim(model)
     with session.command_session(args, progress, cluster=config):
         with progress.stage(f"{what}_s", f"{what}: computing and writing"):
             if cube_dim is None:
-                columns = args.columns
-                names_in = getattr(model, "feature_names_in_", None)
-                if columns is None and what == "transform" and names_in is not None:
-                    columns = list(names_in)  # the model's columns, by name
-                X = store.open_source(
-                    args.input,
-                    variable=args.variable,
-                    columns=columns,
-                    nodata=args.nodata,
-                    front="cli",
-                ).data
                 if what == "transform":
                     k = model.n_components_ if args.components is None else args.components
-                    out = model.transform(X)[:, :k]
+                    out = model.transform(data)[:, :k]
                     names_out = list(model.get_feature_names_out()[: out.shape[1]])
                 else:
-                    out = model.inverse_transform(X)
+                    out = model.inverse_transform(data)
                     names_out = names_in
                 store.write_result(
                     out,
@@ -949,35 +974,6 @@ def _apply(args, stream, what):
                 )
                 shape = out.shape
             else:
-                dim = cube_dim if what == "transform" else "component"
-                variable, variables = store.sources.variable_choice(args.variable)
-                if what == "inverse" and variable is None:
-                    # the components file 'transform' wrote (a GeoTIFF's bands are them)
-                    variable = store.sources.components_variable(args.input)
-                stacked = model.xarray_layout_.get("feature_coords", {}).get(
-                    store.sources.VARIABLE_DIM
-                )
-                if (
-                    what == "transform"
-                    and dim == store.sources.VARIABLE_DIM
-                    and stacked is not None
-                ):
-                    # a model fitted on variables stacked as features: the same variables
-                    variables = list(map(str, stacked)) if variables is None else variables
-                options = dict(
-                    variable=variable,
-                    variables=variables,
-                    feature_dim=dim,
-                    columns=args.columns,
-                    front="cli",
-                )
-                source = store.open_source(args.input, nodata=args.nodata, **options)
-                fitted_with = model.xarray_layout_.get("nodata")
-                declared = args.nodata is not None or source.nodata is not None
-                if what == "transform" and not declared and fitted_with is not None:
-                    # no --nodata and no tag in the file: the value the model was fitted with
-                    source = store.open_source(args.input, nodata=fitted_with, **options)
-                data = source.data
                 if what == "transform":
                     out = model.transform(data)
                     if args.components is not None:

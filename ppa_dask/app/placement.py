@@ -12,9 +12,11 @@ fit may keep its residual (float64, twice a float32 input) in memory beside the 
 tenth of the memory leaves room for it on a machine that also runs other work.
 
 The input's size is read from its metadata before any of it is (:func:`input_nbytes`): the shape
-and dtype of a Zarr array, the header of a GeoTIFF or NetCDF file, the file size of a CSV or
-Parquet table; a pipeline's from its data section (:func:`pipeline_data_nbytes`). An input whose
-size cannot be known that way gets the local cluster, as before.
+and dtype of a Zarr array, the header of a GeoTIFF or of NetCDF files (netCDF-3 or -4: the
+variables ``--variable`` names, else all of them), the file size of a CSV or Parquet table; a
+pipeline's from its data section (:func:`pipeline_data_nbytes`). An input whose size cannot be
+known that way gets the local cluster, as before; the commands open their input before that
+(a missing file or variable is reported before any cluster starts).
 
 :func:`choose` makes the choice and returns the command's first line, which says which, why,
 and how to force the other (``--workers N`` or ``--cluster local`` for a cluster,
@@ -207,10 +209,12 @@ def input_nbytes(path, variable=None):
     try:
         if fmt in store.sources.TABLE_FORMATS:
             return _file_bytes(path)
-        if fmt in store.sources.CUBE_FORMATS or store.sources.is_series(path):
-            if fmt == "geotiff":
-                variable = None  # a GeoTIFF's bands are its only array
-            return int(store.open_cube(path, variable).nbytes)
+        if fmt == "netcdf" or store.sources.is_series(path):
+            # the variables' sizes in the files' headers: one, several (a,b,c, all) or every
+            # data variable (an upper bound, as for a Zarr group)
+            return store.sources.netcdf_nbytes(path, variable)
+        if fmt in store.sources.CUBE_FORMATS:
+            return int(store.open_cube(path).nbytes)  # a GeoTIFF's bands are its only array
         return _zarr_nbytes(path, variable)
     except Exception:  # noqa: BLE001 - unknown size; opening the input reports the error
         return None

@@ -776,6 +776,51 @@ def _chosen_variables(ds, variables, where):
     return chosen
 
 
+def netcdf_nbytes(path, variable=None):
+    """The bytes of NetCDF variables, from the files' headers alone (nothing else is read).
+
+    Parameters
+    ----------
+    path : str, os.PathLike or list of them
+        A NetCDF file, or a glob or list of them (a series: the sum over its files).
+    variable : str, optional
+        One variable, several (``"a,b,c"``) or ``"all"`` (:func:`variable_choice`); None:
+        every data variable.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        A missing file, one that is not NetCDF, or a variable it does not hold.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, xarray as xr
+    >>> path = os.path.join(tempfile.mkdtemp(), "two.nc")
+    >>> xr.Dataset({"a": ("x", np.ones(10)), "b": ("x", np.ones(10, "f4"))}).to_netcdf(path)
+    >>> netcdf_nbytes(path), netcdf_nbytes(path, "b"), netcdf_nbytes(path, "a,b")
+    (120, 40, 120)
+    """
+    import xarray as xr
+
+    one, several = variable_choice(variable)
+    total = 0
+    for item in expand_paths(path):
+        engine = netcdf_engine(item)
+        with xr.open_dataset(item, engine=engine, decode_cf=False) as ds:
+            if one is not None:
+                names = [_pick_variable(ds, one, repr(item)).name]
+            elif several is not None:
+                names = _chosen_variables(ds, several, repr(item))
+            else:
+                names = list(ds.data_vars)
+            total += sum(int(ds[name].nbytes) for name in names)
+    return total
+
+
 def _open_variables(path, variables, feature_dim, concat_dim, nodata):
     """Data variables sharing their dimensions stacked along ``variable``: a pixel any of
     whose variables equals its no-data value (declared, else the variable's ``_FillValue`` /
