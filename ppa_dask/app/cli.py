@@ -456,7 +456,7 @@ def _add_input_options(p):
         metavar="NAME",
         help="the array (or xarray variable) inside a Zarr group, or the NetCDF variable; "
         "a,b,c or 'all': variables sharing their dimensions stacked as the features (bands as "
-        "variables)",
+        "variables); transform: default the variable(s) the model was fitted on",
     )
     p.add_argument(
         "--columns",
@@ -914,6 +914,13 @@ def _open_applied(args, model, what, cube_dim):
         return X, names_in
     dim = cube_dim if what == "transform" else "component"
     variable, variables = store.sources.variable_choice(args.variable)
+    fitted_name = model.xarray_layout_.get("name")
+    if (
+        what == "transform"
+        and args.variable is None
+        and fitted_name in (store.sources.variable_names(args.input) or ())
+    ):
+        variable = fitted_name  # the variable the model was fitted on (--variable on fit)
     if what == "inverse" and variable is None:
         # the components file 'transform' wrote (a GeoTIFF's bands are them)
         variable = store.sources.components_variable(args.input)

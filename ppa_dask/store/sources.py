@@ -776,6 +776,34 @@ def _chosen_variables(ds, variables, where):
     return chosen
 
 
+def variable_names(path):
+    """The data variables of a NetCDF file (the first of a series) or of a Zarr group, from
+    their metadata; None for any other input, or one that cannot be opened (opening it
+    reports why).
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, xarray as xr
+    >>> path = os.path.join(tempfile.mkdtemp(), "two.nc")
+    >>> xr.Dataset({"a": ("x", np.ones(3)), "b": ("x", np.ones(3))}).to_netcdf(path)
+    >>> variable_names(path), variable_names("scene.tif")
+    (['a', 'b'], None)
+    """
+    import xarray as xr
+
+    fmt = source_format(path)
+    try:
+        if fmt == "netcdf":
+            first = expand_paths(path)[0]
+            with xr.open_dataset(first, engine=netcdf_engine(first), decode_cf=False) as ds:
+                return [str(n) for n in ds.data_vars]
+        if fmt == ZARR and (is_remote(path) or zarr_node_type(local_path(path)) == "group"):
+            return [str(n) for n in open_zarr_dataset(path).data_vars]
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def netcdf_nbytes(path, variable=None):
     """The bytes of NetCDF variables, from the files' headers alone (nothing else is read).
 

@@ -114,3 +114,21 @@ def test_netcdf_engine_is_chosen_by_the_first_bytes(tmp_path):
     refl.to_netcdf(classic, engine="scipy")
     with pytest.raises(ValueError, match=r"mix NetCDF formats \(netCDF-4: .*; netCDF-3: "):
         store.open_cube([nc4, classic], feature_dim="band")
+
+
+def test_transform_reads_the_variable_the_model_was_fitted_on(tmp_path, capsys):
+    path = str(tmp_path / "classic.nc")  # refl beside mask: a variable must be chosen
+    refl = _write(path, "NETCDF3_CLASSIC")
+    model = str(tmp_path / "m.zarr")
+    argv = ["fit", path, model, "--feature-dim", "band", "--variable", "refl", "--degree", "2"]
+    assert main(argv + THREADS) == 0, capsys.readouterr().err
+    comps = str(tmp_path / "c.nc")
+    code = main(["transform", model, path, comps, *THREADS])  # no --variable: the model's
+    assert code == 0, capsys.readouterr().err
+    ref = PPA(degree=2, random_state=0).fit(refl, feature_dim="band")
+    back = xr.open_dataset(comps, engine="h5netcdf")
+    assert np.allclose(back["components"].values, ref.transform(refl).values, atol=TOL)
+    # another variable named on the command line still wins (and is refused here by shape)
+    code = main(["transform", model, path, str(tmp_path / "m.nc"), "--variable", "mask", *THREADS])
+    err = capsys.readouterr().err
+    assert code == 2 and "feature_dim 'band' is not a dimension of 'mask'" in err, err
