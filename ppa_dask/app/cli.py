@@ -75,7 +75,7 @@ from ppa_dask.utils.params import (
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.signals import EXIT_STATUS, Terminated, raising_signals
 from ppa_dask.utils.version import VERSION
-from ppa_dask.utils.warnings import NoDataWarning
+from ppa_dask.utils.warnings import NoDataWarning, RankDeficientWarning
 
 demo = load("ppa_dask.app.demo")
 faults = load("ppa_dask.app.faults")
@@ -991,7 +991,12 @@ def _apply(args, stream, what):
                         out = out.rename("reconstruction")
                 # GeoTIFF / NetCDF: georeferencing, coordinates and attributes of the input
                 store.write_result(
-                    out, args.output, like=data, overwrite=args.overwrite, dtype=args.dtype
+                    out,
+                    args.output,
+                    like=data,
+                    overwrite=args.overwrite,
+                    dtype=args.dtype,
+                    what="components" if what == "transform" else "reconstruction",
                 )
                 shape = dict(out.sizes) if hasattr(out, "sizes") else "?"
     progress.say(
@@ -1119,12 +1124,17 @@ def _error(message):
     return 2
 
 
+#: The package's warnings a command prints as one line of its own (not Python's two lines of
+#: file, line number and the ``sys.exit(main())`` source line).
+_ONE_LINE_WARNINGS = (NoDataWarning, RankDeficientWarning)
+
+
 def _one_line_warnings(previous):
-    """``warnings.showwarning`` printing ppa-dask's no-data warning as one line on stderr
-    (``ppa-dask: warning: ...``), and every other warning as ``previous`` does."""
+    """``warnings.showwarning`` printing ppa-dask's warnings (no-data, rank) as one line on
+    stderr (``ppa-dask: warning: ...``), and every other warning as ``previous`` does."""
 
     def show(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, NoDataWarning):
+        if issubclass(category, _ONE_LINE_WARNINGS):
             text = " ".join(str(message).split())
             print(f"{PROG}: warning: {text}", file=sys.stderr, flush=True)
         else:

@@ -51,6 +51,7 @@ from ppa_dask.store.sources import (
     TABLE_FORMATS,
     file_format,
     netcdf_engine,
+    quiet_not_georeferenced,
     suffix,
 )
 from ppa_dask.utils.compute import current_client
@@ -104,7 +105,7 @@ def written_by_ppa_dask(path):
         if fmt == "geotiff":
             import rasterio
 
-            with rasterio.open(path) as src:
+            with quiet_not_georeferenced(), rasterio.open(path) as src:
                 return _is_record(src.tags().get(_TIFF_TAG))
         if fmt == "netcdf":
             import h5netcdf
@@ -312,16 +313,21 @@ def _write_geotiff(obj, tmp, like, block, what, dtype=np.float64):
     is_lazy = hasattr(data, "dask")
     if is_lazy:
         obj = obj.chunk({band: -1, "y": by, "x": bx})
-    obj.rio.to_raster(
-        tmp,
-        driver="GTiff",
-        tiled=True,
-        blockxsize=bx,
-        blockysize=by,
-        tags={_TIFF_TAG: _record(what)},
-        lock=_write_lock(os.path.basename(tmp)) if is_lazy else None,
-        compute=True,
-    )
+    with quiet_not_georeferenced():
+        obj.rio.to_raster(
+            tmp,
+            driver="GTiff",
+            tiled=True,
+            blockxsize=bx,
+            blockysize=by,
+            # lossless: floating-point prediction then deflate (component images of smooth
+            # scenes take a third to a half of their raw size)
+            compress="deflate",
+            predictor=3,
+            tags={_TIFF_TAG: _record(what)},
+            lock=_write_lock(os.path.basename(tmp)) if is_lazy else None,
+            compute=True,
+        )
 
 
 def _result_dataset(obj, like, name, dtype):

@@ -41,6 +41,7 @@ and the column names, which become the fitted estimator's ``feature_names_in_``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import hashlib
@@ -384,10 +385,24 @@ def _open_series(paths, variable, concat_dim):
     return cube
 
 
+@contextlib.contextmanager
+def quiet_not_georeferenced():
+    """rasterio's ``NotGeoreferencedWarning`` silenced while a GeoTIFF is opened or written: a
+    raster without CRS or transform (a lab or airborne cube) is read and written on its pixel
+    grid, which that warning only restates at every open (twice: rioxarray passes it on)."""
+    import warnings
+
+    from rasterio.errors import NotGeoreferencedWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotGeoreferencedWarning)
+        yield
+
+
 def _geotiff_block(path):
     import rasterio
 
-    with rasterio.open(path) as src:
+    with quiet_not_georeferenced(), rasterio.open(path) as src:
         rows, cols = src.block_shapes[0]
     return int(rows), int(cols)
 
@@ -403,9 +418,10 @@ def _open_geotiff(path, variable, feature_dim, bands=None):
     try:
         rows, cols = _geotiff_block(path)
         # read as stored: the file's no-data tag is applied by the no-data rule (_apply_nodata)
-        cube = rioxarray.open_rasterio(
-            path, chunks={BAND_DIM: -1, "y": rows, "x": cols}, masked=False
-        )
+        with quiet_not_georeferenced():
+            cube = rioxarray.open_rasterio(
+                path, chunks={BAND_DIM: -1, "y": rows, "x": cols}, masked=False
+            )
     except Exception as exc:
         raise ValueError(f"cannot open {path!r} as a GeoTIFF (rasterio): {exc}") from None
     if isinstance(cube, list) or BAND_DIM not in getattr(cube, "dims", ()):
@@ -932,7 +948,7 @@ def _band_count(path):
     import rasterio
 
     try:
-        with rasterio.open(path) as src:
+        with quiet_not_georeferenced(), rasterio.open(path) as src:
             return int(src.count)
     except Exception as exc:
         raise ValueError(f"cannot open {path!r} as a GeoTIFF (rasterio): {exc}") from None
@@ -960,7 +976,7 @@ def file_dates(paths):
 
         tags = []
         for p in paths:
-            with rasterio.open(p) as src:
+            with quiet_not_georeferenced(), rasterio.open(p) as src:
                 tags.append(_TIFF_DATE.match(src.tags().get("TIFFTAG_DATETIME", "")))
     except Exception:  # not GeoTIFFs, or unreadable: no dates
         return None

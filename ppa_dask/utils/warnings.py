@@ -32,8 +32,9 @@ class RankDeficientWarning(UserWarning):
 
 
 class NoDataWarning(UserWarning):
-    """A fill-like value may be no-data: nothing declares one, and the value (exactly 0, or
-    the dtype's minimum or maximum) fills at least 1 % of the samples in every band.
+    """A fill-like value may be no-data: nothing declares one, and the value (exactly 0, the
+    dtype's minimum or maximum, or a common sentinel such as -9999 or 1e20), the minimum or
+    maximum of every band, fills at least 1 % of the samples in every band.
 
     Issued once per fit of a cube read from a file (:func:`ppa_dask.store.open_cube`,
     ``ppa-dask fit``, a pipeline's load stage) whose no-data value is neither declared
