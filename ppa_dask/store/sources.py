@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import glob
 import hashlib
 import json
@@ -889,7 +890,7 @@ def _open_variables(path, variables, feature_dim, concat_dim, nodata):
         isinstance(path, (list, tuple)) or _is_glob(path)
     ):
         ds = _netcdf_dataset(path, "auto")  # contiguous variables: Dask's automatic chunks
-    missing, layers, tags = None, [], []
+    missing, layers, tags, equals = None, [], [], []
     for name in chosen:
         v = ds[name]
         tag = _first(v.attrs.get("_FillValue", v.attrs.get("missing_value")))
@@ -898,6 +899,9 @@ def _open_variables(path, variables, feature_dim, concat_dim, nodata):
         if value is not None and not np.isnan(value):
             equal = v == value
             missing = equal if missing is None else missing | equal
+        else:
+            equal = xr.zeros_like(v, dtype=bool)
+        equals.append(equal.drop_attrs())
         layers.append(_unpacked(v))
     kinds = {layer.dtype for layer in layers}
     dtype = np.result_type(*kinds) if kinds else np.float64
@@ -912,8 +916,13 @@ def _open_variables(path, variables, feature_dim, concat_dim, nodata):
     )
     cube = cube.assign_coords({VARIABLE_DIM: np.asarray(chosen, dtype=str)})
     cube = cube.chunk({VARIABLE_DIM: -1}).rename("variables")
+    mask = None
     if missing is not None:
-        cube = cube.where(~missing)
+        equal = xr.concat(equals, dim=VARIABLE_DIM, coords="minimal", compat="override",
+                          join="override")  # fmt: skip
+        equal = equal.assign_coords({VARIABLE_DIM: cube[VARIABLE_DIM].values})
+        mask = NoDataMask(cube, equal.chunk({VARIABLE_DIM: -1}), (VARIABLE_DIM,))
+        cube = mask.apply()
     declared = nodata if nodata not in (None, NO_NODATA) else None
     known = [t for t in tags if t is not None and not np.isnan(t)]
     applied = (
@@ -923,7 +932,7 @@ def _open_variables(path, variables, feature_dim, concat_dim, nodata):
     if nodata is None and all(t is None for t in tags):
         encoding["ppa_dask_fill_check"] = fill_candidates(ds[chosen[0]].dtype)
     cube.encoding = {**encoding, "ppa_dask_nodata": applied}
-    return cube
+    return cube if mask is None else _keep_mask(cube, mask)
 
 
 def _unpacked(v):
@@ -1181,10 +1190,82 @@ def apply_attrs_nodata(cube, feature_dim):
     return _apply_nodata(cube, feature_dim, None, tag)
 
 
+#: The encoding key of the :class:`NoDataMask` a reader applied, with the Dask name of the cube
+#: it made: the record describes that cube and no other (any operation renames the array).
+_MASK_KEY = "ppa_dask_nodata_mask"
+
+
+@dataclasses.dataclass(frozen=True)
+class NoDataMask:
+    """How a reader applied the no-data rule to a cube, kept so that a fit can apply it again
+    with some features exempt (:meth:`apply`): a feature equal to the no-data value in every
+    sample (a date stored entirely as fill) is then dropped, as a feature NaN in every sample
+    is, instead of making every sample missing.
+
+    Attributes
+    ----------
+    values : xarray.DataArray
+        The cube as stored (integers as float64), lazy.
+    equal : xarray.DataArray of bool
+        Where ``values`` equals the no-data value, lazy.
+    dims : tuple of str
+        The feature dimensions a value equal to it makes the sample missing across.
+    unpack : callable, optional
+        Applied after the masking (a NetCDF variable's ``scale_factor`` / ``add_offset``).
+    """
+
+    values: object
+    equal: object
+    dims: tuple
+    unpack: object = None
+
+    def apply(self, exempt=None):
+        """The cube with the rule applied: a sample any of whose features (along
+        :attr:`dims`) equals the no-data value is NaN in every feature; the features
+        ``exempt`` (a boolean DataArray over feature dimensions) do not take part in the rule
+        and are NaN everywhere instead."""
+        equal = self.equal if exempt is None else self.equal & ~exempt
+        dims = [d for d in self.dims if d in equal.dims]
+        out = self.values.where(~(equal.any(dims) if dims else equal))
+        if exempt is not None:
+            out = out.where(~exempt)
+        return out if self.unpack is None else self.unpack(out)
+
+
+def _keep_mask(cube, mask):
+    """Record ``mask`` as the one that made ``cube`` (in its encoding)."""
+    cube.encoding[_MASK_KEY] = (mask, getattr(cube.data, "name", None))
+    return cube
+
+
+def nodata_mask(cube):
+    """The :class:`NoDataMask` a reader applied to make ``cube`` exactly, or None (none was
+    applied, or the cube was changed since: selected, transposed, computed ...).
+
+    Examples
+    --------
+    >>> import xarray as xr, dask.array as da
+    >>> raw = xr.DataArray(da.from_array([[1.0, -1.0], [2.0, 3.0]]), dims=("band", "x"))
+    >>> cube = _apply_nodata(raw, "band", -1.0, None)
+    >>> nodata_mask(cube).dims, nodata_mask(cube.isel(x=[0])) is None
+    (('band',), True)
+    """
+    mask, name = cube.encoding.get(_MASK_KEY, (None, None))
+    if mask is None or name is None or getattr(cube.data, "name", None) != name:
+        return None
+    return mask
+
+
+def without_mask(encoding):
+    """An encoding without its :class:`NoDataMask` record (a cube made from it otherwise)."""
+    return {k: v for k, v in encoding.items() if k != _MASK_KEY}
+
+
 def _apply_nodata(cube, feature_dim, nodata, tag):
     """The cube with the no-data rule applied: ``nodata`` (parsed), else the file's ``tag``;
-    records the value applied (``encoding["ppa_dask_nodata"]``), or, when nothing was
-    declared, the fill-like values a fit checks (``encoding["ppa_dask_fill_check"]``)."""
+    records the value applied (``encoding["ppa_dask_nodata"]``) and how
+    (:class:`NoDataMask`), or, when nothing was declared, the fill-like values a fit checks
+    (``encoding["ppa_dask_fill_check"]``)."""
     tag = _first(tag)
     value = None if nodata == NO_NODATA else nodata if nodata is not None else tag
     encoding = {**cube.encoding, "dtype": cube.encoding.get("dtype", cube.dtype)}
@@ -1195,15 +1276,15 @@ def _apply_nodata(cube, feature_dim, nodata, tag):
             encoding["ppa_dask_fill_check"] = fill_candidates(cube.dtype)
         value = None
     else:
-        equal = cube == value
         dims = feature_dim if isinstance(feature_dim, (list, tuple)) else [feature_dim]
-        dims = [d for d in dims if d in cube.dims]
-        missing = equal.any(dims) if dims else equal
         # integers become float64, as a fit of them without no-data makes them (the stacker)
         values = cube if cube.dtype.kind == "f" else cube.astype(np.float64)
-        out = values.where(~missing)
+        mask = NoDataMask(values, cube == value, tuple(dims))
+        out = mask.apply()
     out.attrs = attrs
-    out.encoding = {**encoding, "ppa_dask_nodata": value}
+    out.encoding = {**without_mask(encoding), "ppa_dask_nodata": value}
+    if value is not None:
+        _keep_mask(out, mask)
     return out
 
 
@@ -1216,14 +1297,25 @@ def _cf_values(cube, feature_dim, nodata):
     scale, offset = attrs.get("scale_factor"), attrs.get("add_offset")
     out = _apply_nodata(cube, feature_dim, nodata, tag)
     if scale is not None or offset is not None:
-        encoding = out.encoding
-        scale = 1.0 if scale is None else _first(scale)
-        offset = 0.0 if offset is None else _first(offset)
+        mask = nodata_mask(out)
+        encoding = without_mask(out.encoding)
         kind = np.result_type(attrs.get("scale_factor", attrs.get("add_offset")), np.float32)
-        out = (out.astype(kind) * scale + offset).astype(kind)
+        unpack = functools.partial(
+            _unpack,
+            scale=1.0 if scale is None else _first(scale),
+            offset=0.0 if offset is None else _first(offset),
+            kind=kind,
+        )
+        out = unpack(out)
         out.attrs = {k: v for k, v in attrs.items() if k not in _CF_PACKING}
         out.encoding = encoding
+        if mask is not None:
+            _keep_mask(out, dataclasses.replace(mask, unpack=unpack))
     return out
+
+
+def _unpack(values, scale, offset, kind):
+    return (values.astype(kind) * scale + offset).astype(kind)
 
 
 _CF_PACKING = ("_FillValue", "missing_value", "scale_factor", "add_offset")
@@ -1771,7 +1863,8 @@ def open_source(
         without one as a ``(samples, features)`` array. A GeoTIFF's is ``band`` (the default);
         a NetCDF cube needs one. Several (``("time", "band")``, or ``"time,band"``): the
         features span them all (a series' dates times its bands), each checked to exist; a
-        sample missing in every band of one date (no-data) is then missing as a whole.
+        sample equal to the no-data value in one band of one date is then missing as a whole
+        (a sample NaN on some dates only is the fit's ``nan_policy``).
     columns : list of str or str, optional
         Parquet / CSV: the feature columns (default: all).
     concat_dim : str, default="time"
@@ -1872,9 +1965,10 @@ def _check_regular_inputs(path, front):
 def _several_dims(path, dims, fmt, front, nodata, concat_dim, options):
     """A cube whose features span several dimensions (``("time", "band")``): read along the
     one its format reads features along (a GeoTIFF's ``band``, stacked variables'
-    ``variable``, else the first named), every dimension checked to exist, and a sample
-    missing in every feature of one step of the others (a date whose pixel is no-data) made
-    missing as a whole: the features of a sample are all its dates' bands."""
+    ``variable``, else the first named), every dimension checked to exist, and the no-data
+    rule applied across all of them: a sample equal to the no-data value in any feature (a
+    band of a date) is missing as a whole, the features of a sample being all its dates'
+    bands."""
     given = "[" + ", ".join(dims) + "]" if front == "pipeline" else ",".join(dims)
     if fmt in TABLE_FORMATS:
         _fail("feature_dims_table", front, "feature_dim", given=given, path=path)
@@ -1905,11 +1999,16 @@ def _several_dims(path, dims, fmt, front, nodata, concat_dim, options):
                 where=repr(cube.name) + f" in {path!r}" if cube.name else repr(path),
                 dims=", ".join(map(str, cube.dims)),
             )
-    encoding = dict(cube.encoding)
-    others = [d for d in dims if d != read]
-    whole = cube.isnull().all(read).any(others)
-    cube = cube.where(~whole)
-    cube.encoding = encoding
+    mask = nodata_mask(cube)
+    if mask is not None:
+        # the no-data rule across every feature dimension: a sample any of whose features
+        # (every date's bands) equals the no-data value is missing as a whole. A sample NaN in
+        # some features only is left to the fit's nan_policy, as with one feature dimension
+        mask = dataclasses.replace(mask, dims=tuple(dims))
+        attrs, encoding = cube.attrs, without_mask(cube.encoding)
+        cube = mask.apply()
+        cube.attrs, cube.encoding = attrs, encoding
+        _keep_mask(cube, mask)
     merged, _ = merge_feature_dims(cube, dims)
     names = [str(v) for v in merged[FEATURE_DIM_SEP.join(dims)].values]
     return dataclasses.replace(src, data=cube, feature_dim=dims, feature_names=names)

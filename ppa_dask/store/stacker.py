@@ -30,7 +30,10 @@ Missing data
 input one computation that reads each chunk once and brings back a small integer per sample),
 then
 
-* features NaN in every sample are dropped (unstacked as all-NaN);
+* features NaN in every sample are dropped (unstacked as all-NaN); so are the features equal
+  to the no-data value in every sample of a cube a reader masked
+  (:func:`~ppa_dask.store.sources.nodata_mask`): the reader's rule is applied again without
+  them, rather than letting them make every sample missing;
 * samples NaN in every remaining feature (clouds, masked land or sea) are left out;
 * samples NaN in some but not all remaining features ("isolated" NaNs) are reported with their
   count, the features concerned and the coordinates of the first ones: ``nan_policy="raise"``
@@ -66,7 +69,13 @@ import numpy as np
 import xarray as xr
 
 from ppa_dask.store.feature_dims import FEATURE_DIM_SEP, merge_feature_dims, split_feature_dims
-from ppa_dask.store.sources import FILL_WARN_FRACTION, NAN_POLICIES, apply_attrs_nodata
+from ppa_dask.store.sources import (
+    FILL_WARN_FRACTION,
+    NAN_POLICIES,
+    apply_attrs_nodata,
+    nodata_mask,
+    without_mask,
+)
 from ppa_dask.utils.arrays import is_dask
 from ppa_dask.utils.warnings import NoDataWarning, warn
 
@@ -308,27 +317,32 @@ def _latitude_weights(X, feature_dim, coslat):
 # -------------------------------------------------------------------------------------------
 
 
-def _nan_counts(data2d, fill_values=()):
+def _nan_counts(data2d, fill_values=(), flags=None):
     """NaN count per sample (small unsigned ints) and per feature, and, for ``fill_values``,
     the count per feature of each (an array, ``(len(fill_values), features)``) and each
     feature's minimum and maximum without NaN (an array ``(2, features)``, +-inf for a feature
-    NaN everywhere), in one read of the data."""
+    NaN everywhere), in one read of the data; with ``flags`` (booleans shaped as ``data2d``)
+    the count of True per feature last, else None."""
     n, d = data2d.shape
     dtype = np.uint8 if d < 2**8 else np.uint16 if d < 2**16 else np.uint32
     extremes = len(fill_values) > 0 and n > 0
+    flagged = None
     if is_dask(data2d):
         import dask
         import dask.array as da
 
         isnan = da.isnan(data2d)
         fills = [(data2d == v).sum(axis=0, dtype=np.int64) for v in fill_values]
+        if flags is not None:
+            # after the extremes, so that the slices below find them where they look
+            flagged = flags.sum(axis=0, dtype=np.int64)
         if extremes:
             fills += [
                 da.where(isnan, np.inf, data2d).min(axis=0),
                 da.where(isnan, -np.inf, data2d).max(axis=0),
             ]
-        per_sample, per_feature, *fills = dask.compute(
-            isnan.sum(axis=1, dtype=dtype), isnan.sum(axis=0, dtype=np.int64), *fills
+        per_sample, per_feature, flagged, *fills = dask.compute(
+            isnan.sum(axis=1, dtype=dtype), isnan.sum(axis=0, dtype=np.int64), flagged, *fills
         )
     else:
         isnan = np.isnan(data2d)
@@ -339,9 +353,11 @@ def _nan_counts(data2d, fill_values=()):
                 np.where(isnan, np.inf, data2d).min(axis=0),
                 np.where(isnan, -np.inf, data2d).max(axis=0),
             ]
+        if flags is not None:
+            flagged = np.asarray(flags).sum(axis=0, dtype=np.int64)
     bounds = np.asarray(fills[len(fill_values) :], dtype=np.float64).reshape(-1, d)
     counts = np.asarray(fills[: len(fill_values)], dtype=np.int64).reshape(-1, d)
-    return per_sample, per_feature, counts, bounds
+    return per_sample, per_feature, counts, bounds, flagged
 
 
 def _fill_warning(fill_values, fills, n, fdim, kept, bounds):
@@ -385,9 +401,17 @@ def fill_warning(cube, feature_dim):
         return None
     A, fdim, _, _ = _as_feature_array(cube, feature_dim)
     data2d = _stack(A, fdim)[0]
-    _, per_feature, fills, bounds = _nan_counts(data2d, values)
+    _, per_feature, fills, bounds, _ = _nan_counts(data2d, values)
     kept = np.flatnonzero(per_feature < data2d.shape[0])
     return _fill_warning(values, fills, data2d.shape[0], fdim, kept, bounds)
+
+
+def _feature_flags(X, feature_dim, flags):
+    """``flags`` (one per stacked feature) as a boolean DataArray over the feature
+    dimension(s) of ``X``: several are merged in their order, the last varying fastest."""
+    dims = list(feature_dim) if isinstance(feature_dim, (list, tuple)) else [feature_dim]
+    shape = [X.sizes[d] for d in dims]
+    return xr.DataArray(np.asarray(flags, dtype=bool).reshape(shape), dims=dims)
 
 
 def _where(index, sample_dims, sample_shape, A):
@@ -680,7 +704,22 @@ class Stacker:
         # a cube read from a file with no no-data value declared: the fill-like values its
         # reader listed are counted in the same pass (ppa_dask.store.sources.open_cube)
         fill_values = (X.encoding.get("ppa_dask_fill_check") or []) if kind != "Dataset" else []
-        per_sample, per_feature, fills, bounds = _nan_counts(data2d, fill_values)
+        # the reader's no-data rule, when it made this cube (a file read by open_cube): the
+        # features equal to the no-data value in every sample are counted in the same pass
+        mask = nodata_mask(X) if kind == "DataArray" else None
+        equal = None
+        if mask is not None:
+            equal = _stack(_as_feature_array(mask.equal, self.feature_dim)[0], fdim)[0]
+        per_sample, per_feature, fills, bounds, filled = _nan_counts(data2d, fill_values, equal)
+        if filled is not None and (filled == n).any() and not (filled == n).all() and n:
+            # one rule for a feature missing everywhere, whether its fill is the no-data
+            # value or NaN: it is dropped. Made missing by the rule, it would make every
+            # sample missing (a date stored entirely as fill); the rule is applied again
+            # without it, and the cube so made is stacked instead (one more counting pass)
+            exempt = _feature_flags(X, self.feature_dim, filled == n)
+            again = mask.apply(exempt)
+            again.attrs, again.encoding = X.attrs, without_mask(X.encoding)
+            return self.fit_stack(again)
         dropped = per_feature == n
         kept_idx = np.flatnonzero(~dropped)
         if kept_idx.size == 0:
@@ -803,6 +842,13 @@ class Stacker:
             if not isinstance(X, xr.DataArray):
                 raise TypeError("the model was fitted on a DataArray; transform a DataArray")
             dims = layout.get("feature_dims") or layout["feature_dim"]
+            mask = nodata_mask(X)
+            if mask is not None and not layout["kept"].all():
+                # the features dropped at fit take no part in the no-data rule either: a
+                # sample whose only fill is in them is transformed
+                again = mask.apply(_feature_flags(X, dims, ~layout["kept"]))
+                again.attrs, again.encoding = X.attrs, without_mask(X.encoding)
+                X = again
             A, fdim, _, _ = _as_feature_array(apply_attrs_nodata(X, dims), dims)
         if COMPONENT_DIM in A.dims:
             raise ValueError(f"the input already has a {COMPONENT_DIM!r} dimension")
