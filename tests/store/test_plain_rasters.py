@@ -99,3 +99,23 @@ def test_the_rank_warning_is_one_line_on_the_command_line(tmp_path, capsys):
     lines = err.strip().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith("ppa-dask: warning: X has numerical rank 3 of 4 features")
+
+
+def test_a_stripped_geotiff_is_read_in_chunks_of_whole_strips(tmp_path):
+    bands = np.concatenate([_bands()] * 20, axis=1)  # 640 rows of 48 pixels
+    path = str(tmp_path / "strips.tif")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotGeoreferencedWarning)
+        with rasterio.open(
+            path, "w", driver="GTiff", width=48, height=640, count=4, dtype="float32",
+            tiled=False, blockysize=3,
+        ) as dst:  # fmt: skip
+            dst.write(bands)
+        with rasterio.open(path) as src:
+            assert src.block_shapes[0] == (3, 48)  # 214 strips of 3 rows
+    cube = store.open_cube(path)
+    rows = cube.chunks[1]
+    assert rows == (255, 255, 130)  # 85 strips each, whole strips in every chunk
+    assert np.array_equal(cube.values, bands)
+    with dask.config.set({"array.chunk-size": "100kB"}):  # 3 x 48 x 4 x 4 B = 2304 B a strip
+        assert store.open_cube(path).chunks[1][0] == 3 * (100_000 // 2304)
