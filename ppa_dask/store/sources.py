@@ -1557,6 +1557,11 @@ _MESSAGES = {
         "python": "feature_dim={given} stacks dimensions of a cube; {path!r} is a table (its "
         "features are its columns)",
     },
+    "not_a_format": {
+        "python": "{path!r} is a file of a format ppa-dask does not read (suffix {suffix!r}): "
+        "it reads Zarr stores (folders), {known}; an ENVI cube (.dat with its .hdr) becomes a "
+        "GeoTIFF with gdal_translate -of GTiff",
+    },
     "feature_dim_missing": {
         "cli": "--feature-dim {feature_dim!r} is not a dimension of {variable!r} "
         "(dimensions: {dims})",
@@ -1847,6 +1852,14 @@ def _zarr_source(path, variable, feature_dim, front, nodata, variables=None):
     )
 
 
+def _is_plain_file(path):
+    return isinstance(path, (str, os.PathLike)) and not is_remote(path) and os.path.isfile(path)
+
+
+#: What :func:`open_source` reads, for the refusal of a file it does not.
+_KNOWN = "; ".join(f"{f.label} ({', '.join(f.suffixes)})" for f in FORMATS.values())
+
+
 def _labels(cube, feature_dim):
     if feature_dim in cube.coords:
         return [str(v) for v in np.asarray(cube[feature_dim].values).tolist()]
@@ -1940,6 +1953,9 @@ def open_source(
         return Source(X, "table", fmt, path, feature_names=names)
     if columns is not None:
         _fail("columns_not_table", front, "columns", path=path)
+    if fmt == ZARR and format is None and _is_plain_file(path):
+        # a Zarr store is a folder: a file of another suffix is a format not read here
+        _fail("not_a_format", front, path=path, suffix=os.path.splitext(path)[1], known=_KNOWN)
     if fmt == ZARR:
         return _zarr_source(path, variable, feature_dim, front, nodata, variables)
     if fmt == "geotiff" and feature_dim is None:

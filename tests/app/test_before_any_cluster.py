@@ -56,6 +56,8 @@ def files(tmp_path_factory):
     bands = str(base / "bands.nc")
     named = {name: refl.isel(band=i) for i, name in enumerate(["blue", "green", "red"])}
     xr.Dataset({**named, "crs": ((), 0)}).to_netcdf(bands, engine="h5netcdf")
+    (base / "cube.dat").write_bytes(bytes(3 * 20 * 30 * 4))  # an ENVI cube and its header
+    (base / "cube.hdr").write_text("ENVI\nsamples = 30\nlines = 20\nbands = 3\n")
     return base, classic, bands, refl
 
 
@@ -102,9 +104,10 @@ def test_small_netcdf_inputs_are_computed_here(files, no_cluster, capsys):
         ),
         (["inverse", "{model}", "{base}/absent.nc", "{out}/r.nc"], "no such file"),
         (["inverse", "{model}", "{classic}", "{out}/r.nc"], "has no variable 'components'"),
+        (["fit", "{base}/cube.dat", "{out}/x.zarr"], "a format ppa-dask does not read (suffix"),
     ],
     ids=["fit-file", "fit-variable", "transform-file", "transform-variable", "inverse-file",
-         "inverse-variable"],
+         "inverse-variable", "fit-envi"],
 )  # fmt: skip
 def test_file_and_variable_errors_come_before_any_cluster(
     files, no_cluster, capsys, tmp_path, argv, message
