@@ -75,7 +75,7 @@ from ppa_dask.utils.params import (
 from ppa_dask.utils.progress import Reporter
 from ppa_dask.utils.signals import EXIT_STATUS, Terminated, raising_signals
 from ppa_dask.utils.version import VERSION
-from ppa_dask.utils.warnings import NoDataWarning, RankDeficientWarning
+from ppa_dask.utils.warnings import MissingSamplesWarning, NoDataWarning, RankDeficientWarning
 
 demo = load("ppa_dask.app.demo")
 faults = load("ppa_dask.app.faults")
@@ -1126,12 +1126,13 @@ def _error(message):
 
 #: The package's warnings a command prints as one line of its own (not Python's two lines of
 #: file, line number and the ``sys.exit(main())`` source line).
-_ONE_LINE_WARNINGS = (NoDataWarning, RankDeficientWarning)
+_ONE_LINE_WARNINGS = (NoDataWarning, RankDeficientWarning, MissingSamplesWarning)
 
 
 def _one_line_warnings(previous):
-    """``warnings.showwarning`` printing ppa-dask's warnings (no-data, rank) as one line on
-    stderr (``ppa-dask: warning: ...``), and every other warning as ``previous`` does."""
+    """``warnings.showwarning`` printing ppa-dask's warnings (no-data, rank, samples left out)
+    as one line on stderr (``ppa-dask: warning: ...``), and every other warning as
+    ``previous`` does."""
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, _ONE_LINE_WARNINGS):

@@ -77,7 +77,7 @@ from ppa_dask.store.sources import (
     without_mask,
 )
 from ppa_dask.utils.arrays import is_dask
-from ppa_dask.utils.warnings import NoDataWarning, warn
+from ppa_dask.utils.warnings import MissingSamplesWarning, NoDataWarning, warn
 
 __all__ = ["COMPONENT_DIM", "LATITUDE_NAMES", "NAN_POLICIES", "Samples", "Stacker"]
 
@@ -750,7 +750,7 @@ class Stacker:
                 )
             warnings.warn(
                 report + "; these samples are left out of the fit (nan_policy='drop_samples').",
-                UserWarning,
+                MissingSamplesWarning,
                 stacklevel=3,
             )
         if not valid.any():

@@ -6,7 +6,7 @@ import inspect
 import os
 import warnings
 
-__all__ = ["RankDeficientWarning", "NoDataWarning", "warn"]
+__all__ = ["RankDeficientWarning", "NoDataWarning", "MissingSamplesWarning", "warn"]
 
 
 class RankDeficientWarning(UserWarning):
@@ -44,6 +44,18 @@ class NoDataWarning(UserWarning):
     Examples
     --------
     >>> issubclass(NoDataWarning, UserWarning)
+    True
+    """
+
+
+class MissingSamplesWarning(UserWarning):
+    """Samples missing in some features only (NaN there) were left out of a fit, as
+    ``nan_policy="drop_samples"`` asked: their count, the features concerned and the first
+    samples (:class:`ppa_dask.store.stacker.Stacker`).
+
+    Examples
+    --------
+    >>> issubclass(MissingSamplesWarning, UserWarning)
     True
     """
 

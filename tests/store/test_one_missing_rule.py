@@ -17,6 +17,7 @@ import xarray as xr
 from rasters import write_tif
 
 from ppa_dask import PPA, store
+from ppa_dask.app.cli import main
 
 TOL = 1e-10
 FILL = np.float32(-999.0)
@@ -88,7 +89,8 @@ def dated_series(tmp_path):
     (a cloud masked as NaN), none missing on the first."""
     t = np.random.default_rng(1).uniform(0.1, 1.0, size=(NY, NX))
     first = np.stack([t, t**2, np.sin(2 * t)]).astype(np.float32)
-    second = (first * 1.1).astype(np.float32)
+    u = np.random.default_rng(2).uniform(0.1, 1.0, size=(NY, NX))
+    second = np.stack([u, np.cos(2 * u), u**3]).astype(np.float32)
     second[:, 5, :] = np.nan
     second[:, 6, :10] = np.nan
     write_tif(tmp_path / "S_20200510.tif", first)
@@ -118,3 +120,19 @@ def test_pixels_missing_on_some_dates_are_the_nan_policys(dated_series):
     np.testing.assert_allclose(
         model.explained_variance_, ref.explained_variance_, rtol=TOL, atol=TOL * total
     )
+
+
+def test_the_command_line_refuses_them_or_says_so_in_one_line(dated_series, tmp_path, capsys):
+    pattern, _, _ = dated_series
+    fit = ["fit", pattern, str(tmp_path / "m.zarr"), "--feature-dim", "time,band"]
+    threads = ["--degree", "2", "--scheduler", "threads"]
+    assert main(fit + threads) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ppa-dask: error: 120 isolated NaN value(s) in 40")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert main(fit + threads + ["--nan-policy", "drop_samples"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("ppa-dask: warning: 120 isolated NaN value(s) in 40 sample(s)")
+    assert err[0].endswith("left out of the fit (nan_policy='drop_samples').")
