@@ -406,6 +406,15 @@ def fill_warning(cube, feature_dim):
     return _fill_warning(values, fills, data2d.shape[0], fdim, kept, bounds)
 
 
+def _remasked(X, mask, exempt):
+    """``X`` (the cube ``mask`` made) with the no-data rule applied again, the features
+    ``exempt`` left out of it: X's coordinates, attributes and encoding, the record of the
+    mask dropped (it no longer describes the data)."""
+    out = X.copy(data=mask.apply(exempt).transpose(*X.dims).data)
+    out.encoding = without_mask(X.encoding)
+    return out
+
+
 def _feature_flags(X, feature_dim, flags):
     """``flags`` (one per stacked feature) as a boolean DataArray over the feature
     dimension(s) of ``X``: several are merged in their order, the last varying fastest."""
@@ -717,9 +726,7 @@ class Stacker:
             # sample missing (a date stored entirely as fill); the rule is applied again
             # without it, and the cube so made is stacked instead (one more counting pass)
             exempt = _feature_flags(X, self.feature_dim, filled == n)
-            again = mask.apply(exempt)
-            again.attrs, again.encoding = X.attrs, without_mask(X.encoding)
-            return self.fit_stack(again)
+            return self.fit_stack(_remasked(X, mask, exempt))
         dropped = per_feature == n
         kept_idx = np.flatnonzero(~dropped)
         if kept_idx.size == 0:
@@ -846,9 +853,7 @@ class Stacker:
             if mask is not None and not layout["kept"].all():
                 # the features dropped at fit take no part in the no-data rule either: a
                 # sample whose only fill is in them is transformed
-                again = mask.apply(_feature_flags(X, dims, ~layout["kept"]))
-                again.attrs, again.encoding = X.attrs, without_mask(X.encoding)
-                X = again
+                X = _remasked(X, mask, _feature_flags(X, dims, ~layout["kept"]))
             A, fdim, _, _ = _as_feature_array(apply_attrs_nodata(X, dims), dims)
         if COMPONENT_DIM in A.dims:
             raise ValueError(f"the input already has a {COMPONENT_DIM!r} dimension")
