@@ -752,8 +752,9 @@ class Stacker:
             )
             if self.nan_policy == "raise":
                 raise ValueError(
-                    report + ". Pass nan_policy='drop_samples' to leave these samples out of the "
-                    "fit (transform returns NaN for them), or fill the gaps first."
+                    report + ". Pass nan_policy='drop_samples' (on the command line "
+                    "--nan-policy drop_samples) to leave these samples out of the fit (transform "
+                    "returns NaN for them), or fill the gaps first."
                 )
             warnings.warn(
                 report + "; these samples are left out of the fit (nan_policy='drop_samples').",

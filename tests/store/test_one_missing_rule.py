@@ -129,6 +129,7 @@ def test_the_command_line_refuses_them_or_says_so_in_one_line(dated_series, tmp_
     assert main(fit + threads) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("ppa-dask: error: 120 isolated NaN value(s) in 40")
+    assert "--nan-policy drop_samples" in err[0]
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         assert main(fit + threads + ["--nan-policy", "drop_samples"]) == 0
