@@ -989,6 +989,13 @@ def _apply(args, stream, what):
                     out = model.inverse_transform(data)
                     if getattr(out, "name", "") is None:  # an unnamed DataArray
                         out = out.rename("reconstruction")
+                    if (
+                        cube_dim == store.sources.VARIABLE_DIM
+                        and store.sources.file_format(args.output) != "geotiff"
+                    ):
+                        # variables stacked as the features come back as those variables
+                        # (a GeoTIFF holds them as its bands)
+                        out = out.to_dataset(dim=store.sources.VARIABLE_DIM)
                 # GeoTIFF / NetCDF: georeferencing, coordinates and attributes of the input
                 store.write_result(
                     out,

@@ -132,3 +132,23 @@ def test_transform_reads_the_variable_the_model_was_fitted_on(tmp_path, capsys):
     code = main(["transform", model, path, str(tmp_path / "m.nc"), "--variable", "mask", *THREADS])
     err = capsys.readouterr().err
     assert code == 2 and "feature_dim 'band' is not a dimension of 'mask'" in err, err
+
+
+def test_an_inverse_of_stacked_variables_writes_those_variables(tmp_path, capsys):
+    refl = _refl()
+    names = ["blue", "green", "red", "nir"]
+    path = str(tmp_path / "bands.nc")
+    xr.Dataset({n: refl.isel(band=i, drop=True) for i, n in enumerate(names)}).to_netcdf(
+        path, engine="scipy"
+    )
+    model, comps, rec = (str(tmp_path / n) for n in ("m.zarr", "c.nc", "r.nc"))
+    for argv in (
+        ["fit", path, model, "--variable", "all", "--degree", "2"],
+        ["transform", model, path, comps],
+        ["inverse", model, comps, rec],
+    ):
+        assert main(argv + THREADS) == 0, capsys.readouterr().err
+    back = xr.open_dataset(rec, engine="h5netcdf")
+    assert [n for n in names if n in back.data_vars] == names  # not one 'variables'
+    for i, name in enumerate(names):  # all components kept: the input again
+        assert np.allclose(back[name].values, refl.isel(band=i).values, rtol=0, atol=1e-8)
