@@ -77,10 +77,10 @@ def check_memory_limit(text):
     ...
     ValueError: expected at least 256.00 MiB per worker (its process alone takes about 100 MiB), got '1B'
     """
+    if text == "auto":
+        return text  # the default: checked without importing dask (the CLI's start stays light)
     from dask.utils import parse_bytes
 
-    if text == "auto":
-        return text
     try:
         nbytes = parse_bytes(text)
     except (ValueError, TypeError):

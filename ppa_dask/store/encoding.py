@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 import math
 import numbers
@@ -96,6 +97,22 @@ __all__ = [
 #: dtype kinds held as arrays (bool, signed and unsigned int, float, complex)
 NUMERIC_KINDS = "biufc"
 _SKLEARN = "sklearn."
+#: scikit-learn's packages whose estimators a file may name before the reading process has
+#: imported them: those of the linear and neighbour models the ensembles and baselines take as
+#: estimators, and the transformers a pipeline of them holds (``import ppa_dask`` loaded these
+#: while the package imported everything at once, so files of such ensembles loaded in a fresh
+#: process). The library names them here; a file's name only selects among them, so reading a
+#: file never imports a package the file chooses (an SVR or a tree needs its package imported
+#: first, as before).
+LIBRARY_SKLEARN_PACKAGES = (
+    "sklearn.covariance",
+    "sklearn.decomposition",
+    "sklearn.discriminant_analysis",
+    "sklearn.linear_model",
+    "sklearn.neighbors",
+    "sklearn.pipeline",
+    "sklearn.preprocessing",
+)
 
 #: Deepest nesting of an estimator tree (the library writes fewer than 30 levels; each level is
 #: a few frames of recursion in the decoder, far below the interpreter's limit).
@@ -246,9 +263,15 @@ def _sklearn_class(name):
     module_name, _, attr = name.rpartition(".")
     if not module_name.startswith(_SKLEARN) and module_name != "sklearn":
         return None
-    module = sys.modules.get(module_name)  # never imported here: only what is loaded already
+    module = sys.modules.get(module_name)
     if module is None:
-        return None
+        package = ".".join(module_name.split(".")[:2])
+        if package not in LIBRARY_SKLEARN_PACKAGES:
+            return None  # what the file names is never imported
+        importlib.import_module(package)  # one of the library's own, named above
+        module = sys.modules.get(module_name)
+        if module is None:
+            return None
     # vars(), not getattr(): a module __getattr__ (scikit-learn's lazy submodules) would import
     cls = vars(module).get(attr)
     if not (isinstance(cls, type) and issubclass(cls, BaseEstimator)):
@@ -301,8 +324,8 @@ def class_name(estimator):
 def _allow_list_text():
     return (
         f"the registered classes {sorted(_REGISTERED.keys() | DEFERRED_ESTIMATORS.keys())} and "
-        "scikit-learn estimator classes of "
-        "modules already imported"
+        "scikit-learn estimator classes of modules already imported or of the packages "
+        f"{list(LIBRARY_SKLEARN_PACKAGES)}"
     )
 
 

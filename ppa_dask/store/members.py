@@ -18,7 +18,9 @@ state and one text entry ``record.json`` holding
   caller knows them);
 * ``estimator``: the member as the JSON tree of :mod:`.encoding`, the one encoder of model files,
   with the same allow-list (registered classes such as ``PPA``, scikit-learn estimators of
-  modules already imported; nothing a file names is ever imported);
+  modules already imported or of the scikit-learn packages the library uses,
+  :data:`~ppa_dask.store.encoding.LIBRARY_SKLEARN_PACKAGES`; nothing a file chooses is ever
+  imported);
 * ``arrays``: shape, dtype and SHA-256 of every array, and ``sha256`` of the whole record.
 
 A member file is written to a hidden temporary sibling and renamed, so a file that exists is

@@ -383,3 +383,27 @@ def test_writes_are_atomic_and_leave_no_temporary(tmp_path, monkeypatch):
         members.save(1, LinearRegression().fit(X, y))
     assert (store / "member_00001.npz").read_bytes() == before
     assert sorted(os.listdir(store)) == ["manifest.json"] + member_files(store)
+
+
+def test_an_ensemble_of_linear_members_loads_in_a_process_that_imported_only_the_store(tmp_path):
+    # a fresh process: nothing but ppa_dask.store imported, as a user's script that loads a
+    # saved ensemble; the library's own scikit-learn packages may be imported for it, a package
+    # the file names outside them never is
+    import subprocess
+
+    from ppa_dask.ensemble import FeatureBaggingRegressor
+
+    X, y = linear_data()
+    model = FeatureBaggingRegressor(LinearRegression(), n_estimators=3, random_state=0).fit(X, y)
+    path = save_model(model, tmp_path / "bagged.zarr")
+    child = (
+        "import sys\n"
+        "from ppa_dask.store import load_model\n"
+        f"model = load_model({str(path)!r})\n"
+        "print(type(model).__name__, 'sklearn.tree' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["FeatureBaggingRegressor", "False"]
