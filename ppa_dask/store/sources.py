@@ -265,10 +265,10 @@ _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 def netcdf_engine(path):
     """The xarray engine that reads the NetCDF file ``path``, from its first bytes: ``"scipy"``
     for netCDF-3 (classic ``CDF\\x01`` and 64-bit offset ``CDF\\x02``, what most archives
-    serve), ``"h5netcdf"`` for netCDF-4 (an HDF5 file), ``"netcdf4"`` for CDF-5 when the
-    netCDF4 package is installed.
+    serve), ``"h5netcdf"`` for netCDF-4 (an HDF5 file).
 
-    Raises ValueError naming the file and what its first bytes are not.
+    Raises ValueError naming the file and what its first bytes are not, and for a CDF-5 file
+    (only the netCDF4 library, not a dependency, reads those).
 
     Examples
     --------
@@ -287,13 +287,11 @@ def netcdf_engine(path):
             if head == _HDF5_MAGIC:
                 return "h5netcdf"
             if head[:4] == _CDF5_MAGIC:
-                import importlib.util
-
-                if importlib.util.find_spec("netCDF4") is not None:
-                    return "netcdf4"
+                # only the netCDF4 library reads CDF-5; it is not among ppa-dask's dependencies
                 raise ValueError(
                     f"{path!r} is a netCDF-3 64-bit data (CDF-5) file, which only the netCDF4 "
-                    "library reads: pip install netCDF4, or convert it (nccopy -k nc4)"
+                    "library reads and ppa-dask does not use: convert it to netCDF-4 first "
+                    "(nccopy -k nc4)"
                 )
             # an HDF5 file may start with a user block: its signature then follows it
             offset = 512
