@@ -398,11 +398,14 @@ def _tolerance_problem(tolerance, columns):
     def number(value):
         return isinstance(value, (int, float)) and not isinstance(value, bool)
 
-    expected = "{'rtol': >= 0, 'atol': >= 0, 'why': text, optionally 'unstable'}"
+    expected = (
+        "{'rtol': >= 0, 'atol': >= 0, 'why': text, optionally 'unstable' and 'cpu_dependent'}"
+    )
+    known = {"rtol", "atol", "why", "unstable", "cpu_dependent"}
     if not isinstance(tolerance, dict) or not {"rtol", "atol", "why"} <= set(tolerance):
         return f"must be {expected}, got {tolerance!r}"
-    if set(tolerance) - {"rtol", "atol", "why", "unstable"}:
-        return f"has unknown fields {sorted(set(tolerance) - {'rtol', 'atol', 'why', 'unstable'})}"
+    if set(tolerance) - known:
+        return f"has unknown fields {sorted(set(tolerance) - known)}"
     if not all(number(tolerance[k]) and tolerance[k] >= 0 for k in ("rtol", "atol")):
         return (
             f"rtol and atol must be numbers >= 0, got {tolerance['rtol']!r}, {tolerance['atol']!r}"
@@ -417,6 +420,16 @@ def _tolerance_problem(tolerance, columns):
         and number(unstable["above"])
     ):
         return f"unstable must be {{'field': a cell column, 'above': a number}}, got {unstable!r}"
+    selections = tolerance.get("cpu_dependent")
+    if selections is not None and not (
+        isinstance(selections, list)
+        and selections
+        and all(isinstance(s, dict) and s and set(s) <= set(columns) for s in selections)
+    ):
+        return (
+            "cpu_dependent must be a non-empty list of {cell column: value or list of values}, "
+            f"got {selections!r}"
+        )
     return None
 
 
@@ -704,7 +717,10 @@ def compare_cells(saved, rerun, rtol=None, atol=None):
     Every cell of ``rerun`` must be in ``saved`` (same key values) with every value equal
     within ``rtol`` / ``atol`` (default: the saved record's ``tolerance``, else :data:`RTOL`
     / :data:`ATOL`); ``saved`` may hold more cells (the larger grid). Cells the record's
-    ``tolerance`` calls unstable are not compared, but at least one cell must be. What either
+    ``tolerance`` calls unstable (a value beyond ``unstable``'s bound, or a cell matching one
+    of the ``cpu_dependent`` selections, ``{column: value or values}``, whose numbers another
+    CPU's rounding moves beyond any useful tolerance) are not compared, but at least one cell
+    must be. What either
     record calls ``volatile`` is not compared: a record saved before its script kept a
     volatile number (a time) lacks those cells, and the rerun says they are volatile.
     """
@@ -712,8 +728,16 @@ def compare_cells(saved, rerun, rtol=None, atol=None):
     rtol = tolerance.get("rtol", RTOL) if rtol is None else rtol
     atol = tolerance.get("atol", ATOL) if atol is None else atol
     unstable = tolerance.get("unstable")
+    selections = tolerance.get("cpu_dependent") or []
+
+    def selected(cell, selection):
+        return all(
+            cell.get(k) in (v if isinstance(v, list) else [v]) for k, v in selection.items()
+        )
 
     def is_unstable(cell):
+        if any(selected(cell, s) for s in selections):
+            return True  # cells the record names as following the CPU's rounding
         if unstable is None:
             return False
         value = cell.get(unstable["field"])

@@ -311,3 +311,22 @@ def test_a_single_value_table_shows_the_value_alone_and_says_which():
     assert "one run, no random draws" in rep._block_text(record, "t")
     record["seeds"] = []
     assert "no random draws, in `results/toy.json`" in rep._command_text(record)
+
+
+def test_cells_a_record_names_cpu_dependent_are_not_compared(tmp_path):
+    saved = _toy()
+    columns = saved["cells"]["columns"]
+    rerun = json.loads(json.dumps(saved))
+    row = rerun["cells"]["rows"][3]
+    row[3] += 1.0  # a cell another CPU's rounding moves
+    named = {columns[0]: row[0], columns[1]: [row[1], "elsewhere"]}
+    saved["tolerance"] = dict(rtol=1e-6, atol=0.0, why="x", cpu_dependent=[named])
+    assert rep.compare_cells(saved, rerun) == []
+    saved["tolerance"]["cpu_dependent"] = [{columns[0]: "another"}]  # names other cells
+    assert len(rep.compare_cells(saved, rerun)) == 1
+    path = tmp_path / "r.json"
+    path.write_text(
+        json.dumps(dict(saved, tolerance=dict(saved["tolerance"], cpu_dependent=[{"x": 1}])))
+    )
+    with pytest.raises(rep.ReproductionRecordError, match="cpu_dependent must be"):
+        rep.read_record(path)
