@@ -280,11 +280,13 @@ def fit_krylov(residual, settings, progress=None):
         steps.append(step)
         degrees.append(chosen)
         variances.append(variance)
+        # Z U = Y_p U (U's columns are orthogonal to e), one product before the step is added
+        ZU = residual.times(U)
         residual.add(np.column_stack([e, U]), np.column_stack([alpha, V[:, :size]]))
-        # the samples' residual norms after the step, from the moments (no pass):
+        # the samples' residual norms after the step, from Z U and the moments:
         # ||z - U v||^2 = ||z||^2 - 2 v^T U^T z + v^T U^T U v
         fitted_part = np.einsum("ij,ij->i", V[:, :size] @ (U.T @ U), V[:, :size])
-        cross = np.einsum("ij,ij->i", residual.C[:, -size:], _z_times_u(residual, U))
+        cross = np.einsum("ij,ij->i", V[:, :size], ZU)
         norms = z_norms - 2.0 * cross + fitted_part
         residual_var.append(max(float(norms.sum()) / n, 0.0))
         if second is not None:
@@ -296,15 +298,3 @@ def fit_krylov(residual, settings, progress=None):
     return _steps.fitted_attributes(
         s, residual.mean, steps, degrees, scores, variances, residual_var, n, rank
     )
-
-
-def _z_times_u(residual, U):
-    """``Z U`` (n x (g+1)) of the residual before the step just added: one pass."""
-    # the step's shifts were appended last; U's columns are orthogonal to e, so Z U = Y_p U
-    size = U.shape[1] + 1
-    F, C = residual.F, residual.C
-    residual.F, residual.C = F[:, :-size], C[:, :-size]
-    try:
-        return residual.times(U)
-    finally:
-        residual.F, residual.C = F, C
